@@ -60,8 +60,10 @@ type NewNode struct {
 	// fall back along them (InstanceType is Options[0]).
 	Options []string `json:"options"`
 	// Labels is every label the node will carry (well-known and template).
-	Labels      map[string]string `json:"labels"`
-	Taints      []corev1.Taint    `json:"taints,omitempty"`
+	// Nodes of the same offering may share the map: copy it before changing it.
+	Labels map[string]string `json:"labels"`
+	Taints []corev1.Taint    `json:"taints,omitempty"`
+	// Allocatable may be shared like Labels.
 	Allocatable map[string]string `json:"allocatable"`
 	Pods        []string          `json:"pods"`
 	// Requirements narrow the NodeClaim to what its pods need (pool requirements ∩ pod

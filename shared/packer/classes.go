@@ -1,0 +1,240 @@
+package packer
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+)
+
+// podClass groups pods that fit the same nodes: same node selector, required
+// node affinity and tolerations. Compatibility with every pool and zone is
+// computed once per class, not per pod.
+type podClass struct {
+	id          int
+	key         string
+	aff         nodeaffinity.RequiredNodeAffinity
+	nodeSel     map[string]string
+	terms       []corev1.NodeSelectorTerm
+	tolerations []corev1.Toleration
+	strict      bool // PreferNoSchedule taints must be tolerated too
+	perPool     []*classPool
+	zoneMask    uint64 // zones where some pool can launch a node for it
+	generic     bool   // no selector, no affinity: every label set matches
+}
+
+// classPool is a class's view of one pool.
+type classPool struct {
+	ok     bool
+	reason string
+	extra  map[string]string // custom labels the node must carry
+	bits   [][]uint64        // per zone: compatible candidates
+	any    []bool            // per zone
+}
+
+// classFor returns the class of a pod. prefer adds the pod's heaviest preferred
+// node-affinity term as if it were required and refuses PreferNoSchedule taints:
+// preferences are kept when possible and relaxed otherwise.
+func (s *solver) classFor(pod *corev1.Pod, prefer bool) *podClass {
+	var terms []corev1.NodeSelectorTerm
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		terms = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	}
+	if prefer {
+		if pt := heaviestPreferred(pod); pt != nil {
+			if len(terms) == 0 {
+				terms = []corev1.NodeSelectorTerm{*pt}
+			} else {
+				merged := make([]corev1.NodeSelectorTerm, len(terms))
+				for i, t := range terms {
+					merged[i] = corev1.NodeSelectorTerm{
+						MatchExpressions: append(append([]corev1.NodeSelectorRequirement(nil), t.MatchExpressions...), pt.MatchExpressions...),
+						MatchFields:      append(append([]corev1.NodeSelectorRequirement(nil), t.MatchFields...), pt.MatchFields...),
+					}
+				}
+				terms = merged
+			}
+		}
+	}
+	key := classKey(pod.Spec.NodeSelector, terms, pod.Spec.Tolerations, prefer)
+	if c, ok := s.classes[key]; ok {
+		return c
+	}
+	var aff *corev1.Affinity
+	if len(terms) > 0 {
+		aff = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+	}
+	c := &podClass{id: len(s.classList), key: key, aff: nodeaffinity.NewRequiredNodeAffinity(pod.Spec.NodeSelector, aff),
+		nodeSel: pod.Spec.NodeSelector, terms: terms, tolerations: pod.Spec.Tolerations, strict: prefer,
+		generic: len(pod.Spec.NodeSelector) == 0 && len(terms) == 0}
+	c.perPool = make([]*classPool, len(s.pools))
+	for _, p := range s.pools {
+		cp := s.classPoolFor(c, p)
+		c.perPool[p.idx] = cp
+		for z, a := range cp.any {
+			if a {
+				c.zoneMask |= 1 << uint(z)
+			}
+		}
+	}
+	s.classes[key] = c
+	s.classList = append(s.classList, c)
+	return c
+}
+
+func heaviestPreferred(pod *corev1.Pod) *corev1.NodeSelectorTerm {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+		return nil
+	}
+	best := -1
+	var w int32
+	for i, p := range a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+		if best < 0 || p.Weight > w {
+			best, w = i, p.Weight
+		}
+	}
+	return &a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[best].Preference
+}
+
+// hasPreferences reports whether a pod carries anything the engine treats as a
+// relaxable preference.
+func hasPreferences(pod *corev1.Pod) bool {
+	if heaviestPreferred(pod) != nil {
+		return true
+	}
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == corev1.ScheduleAnyway {
+			return true
+		}
+	}
+	if a := pod.Spec.Affinity; a != nil {
+		if a.PodAffinity != nil && len(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0 {
+			return true
+		}
+		if a.PodAntiAffinity != nil && len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func classKey(sel map[string]string, terms []corev1.NodeSelectorTerm, tols []corev1.Toleration, strict bool) string {
+	if len(sel) == 0 && len(terms) == 0 && len(tols) == 0 {
+		if strict {
+			return "S"
+		}
+		return ""
+	}
+	var b strings.Builder
+	if strict {
+		b.WriteByte('S')
+	}
+	keys := make([]string, 0, len(sel))
+	for k := range sel {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "|s:%s=%s", k, sel[k])
+	}
+	for _, t := range terms {
+		b.WriteString("|t")
+		for _, r := range t.MatchExpressions {
+			fmt.Fprintf(&b, ";%s %s %v", r.Key, r.Operator, r.Values)
+		}
+		for _, r := range t.MatchFields {
+			fmt.Fprintf(&b, ";f:%s %s %v", r.Key, r.Operator, r.Values)
+		}
+	}
+	for _, t := range tols {
+		fmt.Fprintf(&b, "|o:%s %s %s %s", t.Key, t.Operator, t.Value, t.Effect)
+	}
+	return b.String()
+}
+
+// customValue picks the value a pod wants for a custom key: its nodeSelector, or
+// the first value of an In requirement in its first term.
+func (c *podClass) customValue(key string) (string, bool) {
+	if v, ok := c.nodeSel[key]; ok {
+		return v, true
+	}
+	if len(c.terms) > 0 {
+		for _, r := range c.terms[0].MatchExpressions {
+			if r.Key == key && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) > 0 {
+				return r.Values[0], true
+			}
+		}
+	}
+	return "", false
+}
+
+func (s *solver) classPoolFor(c *podClass, p *poolInfo) *classPool {
+	cp := &classPool{any: make([]bool, len(s.zones))}
+	if p.unusable != "" {
+		cp.reason = "NodePool " + p.name + " " + p.unusable
+		return cp
+	}
+	if t, bad := untolerated(c.tolerations, p.taints, c.strict); bad {
+		cp.reason = fmt.Sprintf("NodePool %s: taint %s=%s:%s not tolerated", p.name, t.Key, t.Value, t.Effect)
+		return cp
+	}
+	for _, r := range p.custom {
+		v, ok := c.customValue(r.Key)
+		if !ok {
+			if p.labels[r.Key] != "" || requirementMatches(r, p.labels) {
+				continue
+			}
+			continue
+		}
+		if !requirementAllows(r, v) {
+			cp.reason = fmt.Sprintf("NodePool %s: requirement %s %s %v does not allow %s=%s", p.name, r.Key, r.Operator, r.Values, r.Key, v)
+			return cp
+		}
+		if p.labels[r.Key] == "" {
+			if cp.extra == nil {
+				cp.extra = map[string]string{}
+			}
+			cp.extra[r.Key] = v
+		}
+	}
+	cp.bits = make([][]uint64, len(s.zones))
+	matched := false
+	for z, cs := range p.cands {
+		bits := make([]uint64, (len(cs)+63)/64)
+		for i := range cs {
+			if c.generic || s.matchLabels(c, cs[i].fullLabels(), cp.extra) {
+				bits[i/64] |= 1 << uint(i%64)
+				cp.any[z] = true
+				matched = true
+			}
+		}
+		cp.bits[z] = bits
+	}
+	if !matched {
+		cp.reason = fmt.Sprintf("NodePool %s: no instance type offering matches the pod's node selector/affinity", p.name)
+		return cp
+	}
+	cp.ok = true
+	return cp
+}
+
+func (s *solver) matchLabels(c *podClass, l, extra map[string]string) bool {
+	if len(extra) > 0 {
+		m := make(map[string]string, len(l)+len(extra))
+		for k, v := range l {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		l = m
+	}
+	s.probe.Labels = l
+	ok, err := c.aff.Match(s.probe)
+	return err == nil && ok
+}
+
+func bitSet(bits []uint64, i int) bool { return bits[i/64]&(1<<uint(i%64)) != 0 }

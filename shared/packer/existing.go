@@ -1,0 +1,245 @@
+package packer
+
+import (
+	"sort"
+
+	"github.com/google/btree"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+)
+
+func (s *solver) newNodeBase(name string) *node {
+	n := &node{id: len(s.nodes), name: name, z: -1,
+		hc: make([]int32, s.topo.hostSlots), ho: make([]int32, s.topo.ownerSlots)}
+	for _, g := range s.topo.groups {
+		if g.hostname && g.kind == kindSpread {
+			g.histMove(-1, 0)
+		}
+	}
+	s.nodes = append(s.nodes, n)
+	return n
+}
+
+func (s *solver) poolByName(name string) *poolInfo {
+	for _, p := range s.pools {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// addExisting turns existing nodes and in-flight NodeClaims into placement targets.
+func (s *solver) addExisting() {
+	for _, ns := range s.snap.Nodes {
+		node := ns.Node
+		n := s.newNodeBase(node.Name)
+		n.existing = true
+		n.labels = node.Labels
+		n.taints = node.Spec.Taints
+		if z, ok := s.zoneIdx[node.Labels[corev1.LabelTopologyZone]]; ok {
+			n.z = z
+		}
+		n.avail = s.dims.vec(node.Status.Allocatable)
+		listed := map[string]bool{}
+		for _, pod := range ns.Pods {
+			if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			n.used = n.used.add(s.dims.vec(PodRequests(pod)))
+			n.used[dimPods]++
+			for _, o := range pod.OwnerReferences {
+				if o.Kind == "DaemonSet" {
+					listed[podNS(pod)+"/"+o.Name] = true
+				}
+			}
+			for _, c := range pod.Spec.Containers {
+				for _, port := range c.Ports {
+					if port.HostPort > 0 {
+						s.addPort(n, port)
+					}
+				}
+			}
+		}
+		for _, d := range s.daemonsets {
+			if !listed[d.owner] && s.dsLands(d, n.labels, n.taints) {
+				n.used = n.used.add(d.req)
+			}
+		}
+		if p := s.poolByName(node.Labels[karpenter.NodePoolLabelKey]); p != nil {
+			n.pool = p
+			p.used = p.used.add(s.dims.vec(node.Status.Capacity))
+			p.nodes++
+		}
+		if node.Spec.Unschedulable {
+			continue // it still counts for topology, but takes no pods
+		}
+		s.index(n, [2]int{-1, n.z})
+	}
+	claims := append([]*karpenter.NodeClaim(nil), s.snap.InFlight...)
+	sort.SliceStable(claims, func(i, j int) bool { return claims[i].Name < claims[j].Name })
+	for _, c := range claims {
+		s.addInFlight(c)
+	}
+}
+
+func (s *solver) addPort(n *node, port corev1.ContainerPort) {
+	if n.ports == nil {
+		n.ports = map[portKey]bool{}
+	}
+	proto := string(port.Protocol)
+	if proto == "" {
+		proto = hostPortProt
+	}
+	n.ports[portKey{proto, port.HostPort}] = true
+}
+
+// addInFlight adds a launched (or about to launch) NodeClaim whose node is not
+// ready yet: its capacity is already paid for.
+func (s *solver) addInFlight(c *karpenter.NodeClaim) {
+	labels := map[string]string{}
+	for k, v := range c.Labels {
+		labels[k] = v
+	}
+	for _, r := range c.Spec.Requirements {
+		if r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+			labels[r.Key] = r.Values[0]
+		}
+	}
+	pool := s.poolByName(labels[karpenter.NodePoolLabelKey])
+	if pool != nil {
+		for k, v := range pool.labels {
+			if _, ok := labels[k]; !ok {
+				labels[k] = v
+			}
+		}
+	}
+	it, hasType := s.snap.Catalog.Lookup(labels[corev1.LabelInstanceTypeStable])
+	if hasType {
+		for k, v := range catalog.InstanceLabels(it) {
+			if _, ok := labels[k]; !ok {
+				labels[k] = v
+			}
+		}
+	}
+	var alloc, capv vec
+	switch {
+	case len(c.Status.Allocatable) > 0:
+		alloc = s.dims.vec(c.Status.Allocatable)
+		capv = s.dims.vec(c.Status.Capacity)
+	case hasType:
+		var nc *karpenter.EC2NodeClass
+		if pool != nil {
+			nc = pool.nc
+		}
+		over := catalog.OverheadFor(nc)
+		alloc = s.dims.vec(catalog.Allocatable(it, over))
+		capv = s.dims.vec(catalog.CapacityFor(it, over))
+	default:
+		return // nothing says how big it is: it cannot take pods
+	}
+	n := s.newNodeBase(c.Name)
+	n.existing, n.inflight = true, true
+	n.labels = labels
+	n.taints = c.Spec.Taints
+	n.avail = alloc
+	if z, ok := s.zoneIdx[labels[corev1.LabelTopologyZone]]; ok {
+		n.z = z
+	}
+	for _, d := range s.daemonsets {
+		if s.dsLands(d, n.labels, n.taints) {
+			n.used = n.used.add(d.req)
+		}
+	}
+	if pool != nil {
+		n.pool = pool
+		pool.used = pool.used.add(capv)
+		pool.nodes++
+	}
+	s.index(n, [2]int{-1, n.z})
+}
+
+// seedCounts counts running pods into the topology groups.
+func (s *solver) seedCounts() {
+	for i, ns := range s.snap.Nodes {
+		n := s.nodes[i]
+		for _, pod := range ns.Pods {
+			if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			s.count(n, s.topo.matching(podNS(pod), pod.Labels))
+			a := pod.Spec.Affinity
+			if a == nil || a.PodAntiAffinity == nil {
+				continue
+			}
+			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				g, err := s.topo.group(kindAntiAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, podNS(pod), 0)
+				if err == nil {
+					s.own(n, g)
+				}
+			}
+		}
+	}
+}
+
+// count adds one matching pod on n to each group.
+func (s *solver) count(n *node, gs []*topoGroup) {
+	for _, g := range gs {
+		g.total++
+		if g.hostname {
+			old := n.hc[g.slot]
+			n.hc[g.slot]++
+			if g.kind == kindSpread {
+				g.histMove(old, old+1)
+			}
+			if old == 0 && g.kind == kindAffinity {
+				g.nodes = append(g.nodes, n)
+			}
+		} else if n.z >= 0 {
+			g.zoneCounts[n.z]++
+		}
+	}
+}
+
+// own records an anti-affinity owner on n (anti-affinity is symmetric).
+func (s *solver) own(n *node, g *topoGroup) {
+	if g.hostname {
+		n.ho[g.ownerSlot]++
+	} else if n.z >= 0 {
+		g.zoneOwners[n.z]++
+	}
+}
+
+func (s *solver) index(n *node, key [2]int) {
+	t := s.trees[key]
+	if t == nil {
+		t = btree.NewG(16, slackLess)
+		s.trees[key] = t
+		// Walk trees in a fixed order: the search budget is shared between them, so
+		// map order would make plans differ from run to run.
+		s.treeKeys = append(s.treeKeys, key)
+		sort.Slice(s.treeKeys, func(i, j int) bool {
+			a, b := s.treeKeys[i], s.treeKeys[j]
+			if a[0] != b[0] {
+				return a[0] < b[0]
+			}
+			return a[1] < b[1]
+		})
+	}
+	n.tree = t
+	sl := n.slack()
+	n.ref = slackRef{mem: sl[dimMemory], cpu: sl[dimCPU], id: n.id, n: n}
+	t.ReplaceOrInsert(n.ref)
+}
+
+func (s *solver) reindex(n *node) {
+	if n.tree == nil {
+		return
+	}
+	n.tree.Delete(n.ref)
+	sl := n.slack()
+	n.ref = slackRef{mem: sl[dimMemory], cpu: sl[dimCPU], id: n.id, n: n}
+	n.tree.ReplaceOrInsert(n.ref)
+}

@@ -1,0 +1,268 @@
+package packer
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+)
+
+// finish turns the solver's nodes into the plan.
+func (s *solver) finish(plan *Plan) {
+	for _, n := range s.nodes {
+		if len(n.pods) == 0 {
+			continue
+		}
+		pods := make([]string, len(n.pods))
+		for i, p := range n.pods {
+			pods[i] = p.key
+		}
+		sort.Strings(pods)
+		if n.existing {
+			plan.ExistingNodes = append(plan.ExistingNodes, ExistingNode{Name: n.name, InFlight: n.inflight, Pods: pods})
+			continue
+		}
+		nn := s.newNode(n, pods)
+		plan.NewNodes = append(plan.NewNodes, nn)
+		plan.TotalPricePerHour += nn.PricePerHour
+	}
+	sort.SliceStable(plan.ExistingNodes, func(i, j int) bool { return plan.ExistingNodes[i].Name < plan.ExistingNodes[j].Name })
+	for _, p := range s.pods {
+		if p.placedOn == nil {
+			reason := p.err
+			if reason == "" {
+				reason = "not placed"
+			}
+			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: p.key, Reason: reason})
+		}
+	}
+	sort.SliceStable(plan.Unschedulable, func(i, j int) bool { return plan.Unschedulable[i].Pod < plan.Unschedulable[j].Pod })
+}
+
+// finalIdx chooses the offering to launch: spot when any compatible spot offering
+// holds the pods (as Karpenter launches spot whenever the pool allows it),
+// otherwise the cheapest.
+func (s *solver) finalIdx(n *node) int {
+	cs := n.pool.cands[n.z]
+	if cs[n.minIdx].ct == karpenter.CapacityTypeSpot {
+		return n.minIdx
+	}
+	for i := n.minIdx + 1; i < len(cs); i++ {
+		if cs[i].ct == karpenter.CapacityTypeSpot && bitSet(n.compat, i) && n.used.fits(cs[i].avail) &&
+			s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false) {
+			n.pool.used = n.pool.used.add(cs[i].cap.sub(cs[n.minIdx].cap))
+			return i
+		}
+	}
+	return n.minIdx
+}
+
+func (s *solver) newNode(n *node, pods []string) NewNode {
+	fi := s.finalIdx(n)
+	cs := n.pool.cands[n.z]
+	c := &cs[fi]
+	s.newCount[n.pool.name+"#seq"]++
+	nn := NewNode{
+		Name:         fmt.Sprintf("%s-%d", n.pool.name, s.newCount[n.pool.name+"#seq"]),
+		NodePool:     n.pool.name,
+		InstanceType: c.it.Name,
+		CapacityType: c.ct,
+		Zone:         s.zones[n.z],
+		PricePerHour: c.price,
+		Labels:       c.fullLabels(),
+		Taints:       n.pool.taints,
+		Allocatable:  s.allocatableText(n.pool, n.z, fi),
+		Pods:         pods,
+	}
+	if n.pool.nc != nil {
+		nn.NodeClass = n.pool.nc.Name
+	}
+	if len(n.extra) > 0 {
+		nn.Labels = make(map[string]string, len(c.fullLabels())+len(n.extra))
+		for k, v := range c.fullLabels() {
+			nn.Labels[k] = v
+		}
+		for k, v := range n.extra {
+			nn.Labels[k] = v
+		}
+	}
+	// Each type appears at most once per capacity type in a zone's candidates, so
+	// filtering on the capacity type leaves no duplicates.
+	fitting := 0
+	keepAll := len(n.pool.minVals) > 0
+	for i := fi; i < len(cs); i++ {
+		if cs[i].ct != c.ct || !bitSet(n.compat, i) || !n.used.fits(cs[i].avail) {
+			continue
+		}
+		fitting++
+		if keepAll || len(nn.Options) < s.opts.MaxOptions {
+			nn.Options = append(nn.Options, cs[i].it.Name)
+		} else if !s.opts.Explain {
+			break
+		}
+	}
+	minValuesNote := s.applyMinValues(n, &nn, fi)
+	if len(nn.Options) > s.opts.MaxOptions && minValuesNote == "" {
+		nn.Options = nn.Options[:s.opts.MaxOptions]
+	}
+	nn.Requirements = s.requirementsFor(n, nn)
+	if s.opts.Explain {
+		nn.Explain = fmt.Sprintf("%s %s in %s at $%.4f/h: the cheapest of %d instance types that hold its %d pod(s) "+
+			"(requests %s; allocatable less DaemonSets %s) in NodePool %s (weight %d)%s",
+			c.ct, c.it.Name, nn.Zone, c.price, fitting, len(pods), s.dims.describe(n.used), s.dims.describe(c.avail),
+			n.pool.name, n.pool.weight, minValuesNote)
+	}
+	return nn
+}
+
+// allocatableText renders a candidate's allocatable once; nodes on the same
+// candidate share the map.
+func (s *solver) allocatableText(p *poolInfo, z, i int) map[string]string {
+	c := &p.cands[z][i]
+	if c.allocText == nil {
+		c.allocText = s.dims.list(c.alloc)
+	}
+	return c.allocText
+}
+
+// applyMinValues keeps enough options to honour the pool's minValues; it returns
+// a note when it cannot.
+func (s *solver) applyMinValues(n *node, nn *NewNode, fi int) string {
+	var notes []string
+	for _, r := range n.pool.minVals {
+		distinct := map[string]bool{}
+		for _, name := range nn.Options {
+			it, _ := s.snap.Catalog.Lookup(name)
+			if it == nil {
+				continue
+			}
+			for ci := range n.pool.cands[n.z][fi:] {
+				c := &n.pool.cands[n.z][fi+ci]
+				if c.it == it {
+					distinct[c.fullLabels()[r.Key]] = true
+					break
+				}
+			}
+		}
+		if len(distinct) < *r.MinValues {
+			notes = append(notes, fmt.Sprintf("minValues %d for %s not met: only %d distinct values fit", *r.MinValues, r.Key, len(distinct)))
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(notes, "; ")
+}
+
+// requirementsFor narrows the pool's requirements to this node's choice, for the NodeClaim.
+func (s *solver) requirementsFor(n *node, nn NewNode) []karpenter.NodeSelectorRequirementWithMinValues {
+	var out []karpenter.NodeSelectorRequirementWithMinValues
+	for _, r := range n.pool.np.Spec.Template.Spec.Requirements {
+		switch r.Key {
+		case corev1.LabelInstanceTypeStable, corev1.LabelTopologyZone, karpenter.CapacityTypeLabelKey:
+			continue
+		}
+		out = append(out, r)
+	}
+	out = append(out,
+		karpenter.NodeSelectorRequirementWithMinValues{Key: karpenter.NodePoolLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{n.pool.name}},
+		karpenter.NodeSelectorRequirementWithMinValues{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: nn.Options},
+		karpenter.NodeSelectorRequirementWithMinValues{Key: karpenter.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{nn.CapacityType}},
+		karpenter.NodeSelectorRequirementWithMinValues{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{nn.Zone}},
+	)
+	keys := make([]string, 0, len(n.extra))
+	for k := range n.extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, karpenter.NodeSelectorRequirementWithMinValues{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{n.extra[k]}})
+	}
+	return out
+}
+
+func (d *dimensions) describe(v vec) string {
+	parts := make([]string, 0, len(d.names))
+	for i, n := range d.names {
+		if v[i] == 0 && i > dimPods {
+			continue
+		}
+		parts = append(parts, string(n)+" "+formatQuantity(n, v[i]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// diagnose explains, pool by pool, why nothing can take p.
+func (s *solver) diagnose(p *podInfo) string {
+	if len(s.pools) == 0 {
+		return "no NodePool exists, and no existing node can take it"
+	}
+	cls := s.classFor(p.pod, false)
+	var reasons []string
+	for _, pool := range s.pools {
+		cp := cls.perPool[pool.idx]
+		if !cp.ok {
+			reasons = append(reasons, cp.reason)
+			continue
+		}
+		fits, withinLimits := false, false
+		var largest vec
+		for z, cs := range pool.cands {
+			for i := range cs {
+				if !bitSet(cp.bits[z], i) {
+					continue
+				}
+				largest = largest.maxWith(cs[i].avail)
+				if p.req.fits(cs[i].avail) {
+					fits = true
+					if s.limitOK(pool, cs[i].cap, true) {
+						withinLimits = true
+					}
+				}
+			}
+		}
+		switch {
+		case !fits:
+			reasons = append(reasons, fmt.Sprintf("NodePool %s: no instance type has room for requests %s (largest allocatable less DaemonSets: %s)",
+				pool.name, s.dims.describe(p.req), s.dims.describe(largest)))
+		case !withinLimits:
+			reasons = append(reasons, fmt.Sprintf("NodePool %s: its limits (%s) leave no room for another node that fits", pool.name, s.limitsText(pool)))
+		default:
+			reasons = append(reasons, fmt.Sprintf("NodePool %s: %s", pool.name, s.topologyBlocker(p)))
+		}
+	}
+	return strings.Join(reasons, "; ")
+}
+
+func (s *solver) limitsText(p *poolInfo) string {
+	var parts []string
+	for i, n := range s.dims.names {
+		if p.limited[i] {
+			parts = append(parts, fmt.Sprintf("%s %s of %s used", n, formatQuantity(n, p.used[i]), formatQuantity(n, p.limit[i])))
+		}
+	}
+	if p.maxNodes >= 0 {
+		parts = append(parts, fmt.Sprintf("nodes %d of %d", p.nodes, p.maxNodes))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (s *solver) topologyBlocker(p *podInfo) string {
+	for _, t := range p.own {
+		if !t.soft {
+			return "cannot satisfy " + t.g.desc
+		}
+	}
+	for _, g := range p.matched {
+		if g.kind == kindAntiAffinity {
+			return "another pod's " + g.desc + " excludes it"
+		}
+	}
+	if len(p.ports) > 0 {
+		return "its host ports are taken on every node that could take it"
+	}
+	return "no node that fits is allowed by its constraints"
+}

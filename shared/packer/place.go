@@ -1,0 +1,515 @@
+package packer
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/google/btree"
+)
+
+// attempt is one level of relaxation: preferences kept or dropped, and whether
+// the spread constraints other pods own also bind this pod (which keeps the final
+// state within maxSkew even for pods that do not carry the constraint).
+// debugStats counts placement decisions when a test sets it.
+var debugStats map[string]int
+
+type attempt struct{ prefer, foreign bool }
+
+func (s *solver) place(p *podInfo) bool {
+	foreignMatters := false
+	for _, g := range p.matched {
+		if g.kind == kindSpread && g.hardOwned && !p.ownsHard(g) {
+			foreignMatters = true
+			break
+		}
+	}
+	attempts := []attempt{{prefer: p.prefs, foreign: foreignMatters}}
+	if foreignMatters {
+		attempts = append(attempts, attempt{prefer: p.prefs})
+	}
+	if p.prefs {
+		attempts = append(attempts, attempt{})
+	}
+	for _, a := range attempts {
+		if s.tryPlace(p, a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *solver) podClass(p *podInfo, prefer bool) *podClass {
+	i := 0
+	if prefer {
+		i = 1
+	}
+	if p.classes[i] == nil {
+		p.classes[i] = s.classFor(p.pod, prefer)
+	}
+	return p.classes[i]
+}
+
+func (p *podInfo) ownsHard(g *topoGroup) bool {
+	for _, t := range p.own {
+		if t.g == g && !t.soft {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *solver) tryPlace(p *podInfo, a attempt) bool {
+	cls := s.podClass(p, a.prefer)
+	zok := s.zoneMask(p, cls, a)
+	zoneBound := s.zoneBound(p, a)
+
+	// Hostname affinity to pods already placed: only their nodes qualify.
+	for _, t := range p.own {
+		if t.g.kind == kindAffinity && t.g.hostname && (!t.soft || a.prefer) && t.g.total > 0 {
+			return s.placeAmong(p, cls, a, t.g.nodes, zok, zoneBound)
+		}
+	}
+
+	// 1. Room on a node that exists or is already planned, at no extra cost.
+	var best *node
+	budget := fitWindow
+	for _, key := range s.treeKeys {
+		t := s.trees[key]
+		z := key[1]
+		if z < 0 && zoneBound {
+			continue
+		}
+		if z >= 0 && zok&(1<<uint(z)) == 0 {
+			continue
+		}
+		if key[0] >= 0 && !cls.perPool[key[0]].ok {
+			continue
+		}
+		if n := s.walkFit(t, p, cls, a, &budget); n != nil && (best == nil || slackLess(n.ref, best.ref)) {
+			best = n
+		}
+	}
+	if best != nil {
+		s.assign(p, best, best.minIdx, cls)
+		return true
+	}
+
+	// 2. Grow a planned node, or 3. open a new one: whichever costs less.
+	growNode, growIdx, growCost := s.bestGrowth(p, cls, a, zok)
+	pool, z, idx, newCost := s.bestNew(p, cls, a, zok)
+	switch {
+	case growNode != nil && (pool == nil || growCost <= newCost*(1+growTolerance)+priceEpsilon):
+		s.assign(p, growNode, growIdx, cls)
+	case pool != nil:
+		if debugStats != nil {
+			debugStats[fmt.Sprintf("new tier%d grow=%v", p.tier, growNode != nil)]++
+			if growNode != nil && debugStats["printed"] < 5 {
+				debugStats["printed"]++
+				fmt.Printf("pod %s req %v grow %.3f (node %s used %v) new %.3f idx %d\n", p.key, p.req[:2], growCost, growNode.pool.cands[growNode.z][growNode.minIdx].it.Name, growNode.used[:2], newCost, idx)
+			}
+		}
+		n := s.open(pool, z, idx, cls)
+		s.assign(p, n, idx, cls)
+	default:
+		return false
+	}
+	return true
+}
+
+// placeAmong places p on the best of the given nodes (fit first, then growth).
+func (s *solver) placeAmong(p *podInfo, cls *podClass, a attempt, nodes []*node, zok uint64, zoneBound bool) bool {
+	var best *node
+	var bestIdx int
+	bestCost := math.Inf(1)
+	for _, n := range nodes {
+		if n.tree == nil || (n.z < 0 && zoneBound) || (n.z >= 0 && zok&(1<<uint(n.z)) == 0) {
+			continue
+		}
+		if !s.nodeAccepts(n, p, cls, a) {
+			continue
+		}
+		if p.req.fits(n.slack()) && s.currentCompatible(n, cls) {
+			if bestCost > 0 || slackLess(n.ref, best.ref) {
+				best, bestIdx, bestCost = n, n.minIdx, 0
+			}
+			continue
+		}
+		if n.existing {
+			continue
+		}
+		if i := s.growIdx(n, p, cls); i >= 0 {
+			c := n.pool.cands[n.z][i].price - n.pool.cands[n.z][n.minIdx].price
+			if c < bestCost {
+				best, bestIdx, bestCost = n, i, c
+			}
+		}
+	}
+	if best == nil {
+		return false
+	}
+	s.assign(p, best, bestIdx, cls)
+	return true
+}
+
+// currentCompatible reports whether the node's current instance type suits the class.
+func (s *solver) currentCompatible(n *node, cls *podClass) bool {
+	if n.existing {
+		return s.existingCompatible(n, cls)
+	}
+	cp := cls.perPool[n.pool.idx]
+	return cp.ok && bitSet(cp.bits[n.z], n.minIdx) && extraAgrees(n.extra, cp.extra)
+}
+
+func extraAgrees(a, b map[string]string) bool {
+	for k, v := range b {
+		if w, ok := a[k]; ok && w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// existingCompatible matches a class against an existing node, cached per node.
+func (s *solver) existingCompatible(n *node, cls *podClass) bool {
+	for len(n.classCache) <= cls.id {
+		n.classCache = append(n.classCache, 0)
+	}
+	if c := n.classCache[cls.id]; c != 0 {
+		return c > 0
+	}
+	ok := tolerated(cls.tolerations, n.taints, cls.strict)
+	if ok && !cls.generic {
+		s.probe.Labels = n.labels
+		m, err := cls.aff.Match(s.probe)
+		ok = err == nil && m
+	}
+	if ok {
+		n.classCache[cls.id] = 1
+	} else {
+		n.classCache[cls.id] = -1
+	}
+	return ok
+}
+
+// walkFit returns the node with the least free memory that takes p, looking at
+// no more nodes than the shared budget allows.
+func (s *solver) walkFit(t *btree.BTreeG[slackRef], p *podInfo, cls *podClass, a attempt, budget *int) *node {
+	var found *node
+	if *budget < fitWindow/4 {
+		*budget = fitWindow / 4 // every tree gets a look
+	}
+	t.AscendGreaterOrEqual(slackRef{mem: p.req[dimMemory], cpu: math.MinInt64}, func(r slackRef) bool {
+		*budget--
+		n := r.n
+		if p.req.fits(n.slack()) && s.currentCompatible(n, cls) && s.nodeAccepts(n, p, cls, a) {
+			found = n
+			return false
+		}
+		return *budget > 0
+	})
+	return found
+}
+
+// bestGrowth finds the planned node that takes p for the smallest price increase.
+func (s *solver) bestGrowth(p *podInfo, cls *podClass, a attempt, zok uint64) (*node, int, float64) {
+	var best *node
+	bestIdx, bestCost := -1, math.Inf(1)
+	for _, key := range s.treeKeys {
+		t := s.trees[key]
+		if key[0] < 0 || !cls.perPool[key[0]].ok || zok&(1<<uint(key[1])) == 0 {
+			continue
+		}
+		seen := 0
+		t.Descend(func(r slackRef) bool {
+			seen++
+			n := r.n
+			if s.nodeAccepts(n, p, cls, a) {
+				if i := s.growIdx(n, p, cls); i >= 0 {
+					c := n.pool.cands[n.z][i].price - n.pool.cands[n.z][n.minIdx].price
+					if c < bestCost || (c == bestCost && best != nil && n.id < best.id) {
+						best, bestIdx, bestCost = n, i, c
+					}
+				}
+			}
+			return seen < growWindow
+		})
+	}
+	return best, bestIdx, bestCost
+}
+
+// growIdx is the cheapest candidate at or after the node's current one that is
+// compatible with everything on it and p, holds them all, and stays within the
+// pool's limits; -1 when there is none.
+func (s *solver) growIdx(n *node, p *podInfo, cls *podClass) int {
+	cp := cls.perPool[n.pool.idx]
+	if !cp.ok || !extraAgrees(n.extra, cp.extra) {
+		return -1
+	}
+	need := n.used.add(p.req)
+	if !need.fits(n.pool.maxAvail[n.z]) {
+		return -1
+	}
+	cs := n.pool.cands[n.z]
+	bits := cp.bits[n.z]
+	for i := n.minIdx; i < len(cs); i++ {
+		if !bitSet(n.compat, i) || !bitSet(bits, i) || !need.fits(cs[i].avail) {
+			continue
+		}
+		if s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *solver) limitOK(p *poolInfo, delta vec, newNode bool) bool {
+	if newNode && p.maxNodes >= 0 && p.nodes+1 > p.maxNodes {
+		return false
+	}
+	for i := range delta {
+		if p.limited[i] && p.used[i]+delta[i] > p.limit[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// bestNew picks the pool (highest weight first), zone and cheapest candidate for
+// a new node holding p.
+func (s *solver) bestNew(p *podInfo, cls *podClass, a attempt, zok uint64) (*poolInfo, int, int, float64) {
+	if !s.freshAccepts(p, a) {
+		return nil, 0, 0, 0
+	}
+	for _, pool := range s.pools {
+		cp := cls.perPool[pool.idx]
+		if !cp.ok {
+			continue
+		}
+		bestZ, bestIdx, bestPrice := -1, -1, math.Inf(1)
+		for z := range s.zones {
+			if zok&(1<<uint(z)) == 0 || !cp.any[z] || !p.req.fits(pool.maxAvail[z]) {
+				continue
+			}
+			cs := pool.cands[z]
+			for i := range cs {
+				if !bitSet(cp.bits[z], i) || !p.req.fits(cs[i].avail) || !s.limitOK(pool, cs[i].cap, true) {
+					continue
+				}
+				if cs[i].price < bestPrice || (cs[i].price == bestPrice && s.zoneNew[z] < s.zoneNew[bestZ]) {
+					bestZ, bestIdx, bestPrice = z, i, cs[i].price
+				}
+				break
+			}
+		}
+		if bestZ >= 0 {
+			return pool, bestZ, bestIdx, bestPrice
+		}
+	}
+	return nil, 0, 0, 0
+}
+
+// open creates a planned node of pool in zone z on candidate idx.
+func (s *solver) open(pool *poolInfo, z, idx int, cls *podClass) *node {
+	s.newCount[pool.name]++
+	n := s.newNodeBase("")
+	n.pool, n.z, n.minIdx = pool, z, idx
+	n.compat = make([]uint64, len(cls.perPool[pool.idx].bits[z]))
+	for i := range n.compat {
+		n.compat[i] = math.MaxUint64
+	}
+	pool.used = pool.used.add(pool.cands[z][idx].cap)
+	pool.nodes++
+	s.zoneNew[z]++
+	s.index(n, [2]int{pool.idx, z})
+	return n
+}
+
+// assign puts p on n, moving a planned node to candidate idx.
+func (s *solver) assign(p *podInfo, n *node, idx int, cls *podClass) {
+	if n.tree != nil {
+		n.tree.Delete(n.ref)
+	}
+	if !n.existing {
+		cs := n.pool.cands[n.z]
+		n.pool.used = n.pool.used.add(cs[idx].cap.sub(cs[n.minIdx].cap))
+		n.minIdx = idx
+		cp := cls.perPool[n.pool.idx]
+		for i := range n.compat {
+			n.compat[i] &= cp.bits[n.z][i]
+		}
+		for k, v := range cp.extra {
+			if n.extra == nil {
+				n.extra = map[string]string{}
+			}
+			n.extra[k] = v
+		}
+	}
+	n.used = n.used.add(p.req)
+	n.pods = append(n.pods, p)
+	p.placedOn = n
+	for _, pk := range p.ports {
+		if n.ports == nil {
+			n.ports = map[portKey]bool{}
+		}
+		n.ports[pk] = true
+	}
+	s.count(n, p.matched)
+	for _, t := range p.own {
+		if (t.g.kind == kindAntiAffinity || t.g.kind == kindSpread) && !t.soft {
+			s.own(n, t.g)
+		}
+	}
+	if n.tree != nil {
+		sl := n.slack()
+		n.ref = slackRef{mem: sl[dimMemory], cpu: sl[dimCPU], id: n.id, n: n}
+		n.tree.ReplaceOrInsert(n.ref)
+	}
+}
+
+// nodeAccepts checks host ports and hostname-level topology for p on n.
+func (s *solver) nodeAccepts(n *node, p *podInfo, cls *podClass, a attempt) bool {
+	for _, pk := range p.ports {
+		if n.ports[pk] {
+			return false
+		}
+	}
+	return s.hostOK(p, a, n.hc, n.ho)
+}
+
+// freshAccepts checks hostname-level topology for p on a node with no pods.
+func (s *solver) freshAccepts(p *podInfo, a attempt) bool {
+	return s.hostOK(p, a, nil, nil)
+}
+
+func (s *solver) hostOK(p *podInfo, a attempt, hc, ho []int32) bool {
+	get := func(c []int32, i int) int32 {
+		if c == nil {
+			return 0
+		}
+		return c[i]
+	}
+	for _, t := range p.own {
+		g := t.g
+		if !g.hostname || (t.soft && !a.prefer) {
+			continue
+		}
+		c := get(hc, g.slot)
+		switch g.kind {
+		case kindSpread:
+			if c+self(t.selfHits)-g.minHost() > g.maxSkew {
+				return false
+			}
+		case kindAffinity:
+			if c == 0 && !(g.total == 0 && t.selfHits) {
+				return false
+			}
+		case kindAntiAffinity:
+			if c > 0 {
+				return false
+			}
+		}
+	}
+	for _, g := range p.matched {
+		if !g.hostname {
+			continue
+		}
+		if g.kind == kindAntiAffinity && get(ho, g.ownerSlot) > 0 {
+			return false
+		}
+		// A pod that only matches another pod's spread selector may not push a node
+		// that hosts such an owner past the skew; elsewhere it is free, because
+		// Kubernetes checks the skew only where an owner lands.
+		if a.foreign && g.kind == kindSpread && g.hardOwned && !p.ownsHard(g) && get(ho, g.ownerSlot) > 0 {
+			if get(hc, g.slot)+1-g.minHost() > g.maxSkew {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func self(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// zoneBound reports whether p has zone-level constraints, which nodes without a
+// known zone cannot be checked against.
+func (s *solver) zoneBound(p *podInfo, a attempt) bool {
+	for _, t := range p.own {
+		if !t.g.hostname && (!t.soft || a.prefer) {
+			return true
+		}
+	}
+	for _, g := range p.matched {
+		if !g.hostname && (g.kind == kindAntiAffinity || (a.foreign && g.kind == kindSpread && g.hardOwned)) {
+			return true
+		}
+	}
+	return false
+}
+
+// zoneMask returns the zones whose zone-level topology admits p.
+func (s *solver) zoneMask(p *podInfo, cls *podClass, a attempt) uint64 {
+	domains := cls.zoneMask | s.existingZoneMask
+	var mask uint64
+	for z := range s.zones {
+		if s.zoneOK(p, a, z, domains) {
+			mask |= 1 << uint(z)
+		}
+	}
+	return mask
+}
+
+func (s *solver) existingZones() uint64 {
+	var m uint64
+	for _, n := range s.nodes {
+		if n.existing && n.z >= 0 {
+			m |= 1 << uint(n.z)
+		}
+	}
+	return m
+}
+
+func (s *solver) zoneOK(p *podInfo, a attempt, z int, domains uint64) bool {
+	for _, t := range p.own {
+		g := t.g
+		if g.hostname || (t.soft && !a.prefer) {
+			continue
+		}
+		c := g.zoneCounts[z]
+		switch g.kind {
+		case kindSpread:
+			if domains&(1<<uint(z)) == 0 {
+				return false
+			}
+			if c+self(t.selfHits)-g.minZone(domains) > g.maxSkew {
+				return false
+			}
+		case kindAffinity:
+			if c == 0 && !(g.total == 0 && t.selfHits) {
+				return false
+			}
+		case kindAntiAffinity:
+			if c > 0 {
+				return false
+			}
+		}
+	}
+	for _, g := range p.matched {
+		if g.hostname {
+			continue
+		}
+		if g.kind == kindAntiAffinity && g.zoneOwners[z] > 0 {
+			return false
+		}
+		if a.foreign && g.kind == kindSpread && g.hardOwned && !p.ownsHard(g) && g.zoneOwners[z] > 0 {
+			if g.zoneCounts[z]+1-g.minZone(domains) > g.maxSkew {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,408 @@
+package packer
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/google/btree"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+)
+
+// Options tunes a solve.
+type Options struct {
+	// Explain fills NewNode.Explain and makes unschedulable reasons name every pool.
+	Explain bool
+	// MaxOptions caps the instance-type options kept per new node; 60 is
+	// CreateFleet's override limit and the default.
+	MaxOptions int
+}
+
+// Search widths: how many nodes a pod looks at in the slack index before it
+// grows a node or opens a new one. They bound the per-pod cost on large plans.
+const (
+	fitWindow = 64
+	// priceEpsilon absorbs float rounding when comparing price differences.
+	priceEpsilon = 1e-9
+	// growTolerance prefers growing a planned node over opening a new one that is
+	// at most this much cheaper: catalog prices are rounded, and every extra node
+	// costs DaemonSets and reserved memory the prices do not show.
+	growTolerance = 0.005
+	growWindow   = 8
+	hostPortProt = "TCP"
+)
+
+type portKey struct {
+	proto string
+	port  int32
+}
+
+// podInfo is a pending pod prepared for placement.
+type podInfo struct {
+	pod      *corev1.Pod
+	key      string
+	ns       string
+	req      vec
+	own      []ownTerm
+	matched  []*topoGroup
+	ports    []portKey
+	prefs    bool
+	tier     int
+	size     float64
+	err      string
+	placedOn *node
+	classes  [2]*podClass // without and with preferences, computed on first use
+}
+
+// node is an existing node, an in-flight NodeClaim, or a node the plan opens.
+type node struct {
+	id       int
+	name     string
+	existing bool
+	inflight bool
+	pool     *poolInfo
+	z        int
+	// planned nodes: the candidates still compatible with every pod on it, and the
+	// cheapest of them that holds the pods.
+	compat []uint64
+	minIdx int
+	extra  map[string]string
+	// existing nodes
+	labels     map[string]string
+	taints     []corev1.Taint
+	avail      vec
+	classCache []int8
+	used       vec
+	pods       []*podInfo
+	hc         []int32 // matching pods per hostname group
+	ho         []int32 // anti-affinity owners per hostname anti group
+	ports      map[portKey]bool
+	ref        slackRef
+	tree       *btree.BTreeG[slackRef]
+}
+
+// slackRef orders nodes by free memory, then cpu: a best-fit index.
+type slackRef struct {
+	mem, cpu int64
+	id       int
+	n        *node
+}
+
+func slackLess(a, b slackRef) bool {
+	if a.mem != b.mem {
+		return a.mem < b.mem
+	}
+	if a.cpu != b.cpu {
+		return a.cpu < b.cpu
+	}
+	return a.id < b.id
+}
+
+func (n *node) capacity() vec {
+	if n.pool != nil && !n.existing {
+		return n.pool.cands[n.z][n.minIdx].avail
+	}
+	return n.avail
+}
+
+func (n *node) slack() vec { return n.capacity().sub(n.used) }
+
+type solver struct {
+	snap       *Snapshot
+	opts       Options
+	dims       *dimensions
+	zones      []string
+	zoneIdx    map[string]int
+	pools      []*poolInfo
+	daemonsets []*dsInfo
+	topo       *topology
+	classes    map[string]*podClass
+	classList  []*podClass
+	pods       []*podInfo
+	nodes      []*node
+	trees      map[[2]int]*btree.BTreeG[slackRef]
+	instLabels []map[string]string // per catalog type, filled on first use
+	treeKeys   [][2]int // sorted: existing nodes (-1) first, then pools by index; zones in order
+	probe      *corev1.Node
+	newCount   map[string]int // planned nodes per pool, for names
+	// existingZoneMask holds the zones of existing nodes: spread domains even when
+	// no pool can launch there.
+	existingZoneMask uint64
+	zoneNew          []int
+}
+
+// Solve plans the snapshot. It never fails as a whole: a pod that cannot be
+// placed is listed as unschedulable with the reason.
+func Solve(snap *Snapshot, opts Options) *Plan {
+	if opts.MaxOptions <= 0 {
+		opts.MaxOptions = 60
+	}
+	s := &solver{snap: snap, opts: opts, dims: newDimensions(), zoneIdx: map[string]int{},
+		classes: map[string]*podClass{}, trees: map[[2]int]*btree.BTreeG[slackRef]{},
+		probe: &corev1.Node{}, newCount: map[string]int{}}
+	plan := &Plan{NewNodes: []NewNode{}, ExistingNodes: []ExistingNode{}, Unschedulable: []Unschedulable{}}
+	if snap.Catalog == nil {
+		for _, p := range snap.Pods {
+			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: podKey(p), Reason: "no instance catalog"})
+		}
+		return plan
+	}
+	plan.Region = snap.Catalog.Region
+	dimErr := s.registerDims()
+	s.buildZones()
+	s.buildDaemonSets()
+	s.buildPools()
+	s.topo = newTopology(s.zones)
+	s.zoneNew = make([]int, len(s.zones))
+	s.preparePods(dimErr)
+	s.addExisting()
+	s.existingZoneMask = s.existingZones()
+	s.seedCounts()
+	order := make([]*podInfo, 0, len(s.pods))
+	for _, p := range s.pods {
+		if p.err == "" {
+			order = append(order, p)
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := order[i], order[j]
+		if a.tier != b.tier {
+			return a.tier < b.tier
+		}
+		if a.size != b.size {
+			return a.size > b.size
+		}
+		return a.key < b.key
+	})
+	for _, p := range order {
+		if !s.place(p) {
+			p.err = s.diagnose(p)
+		}
+	}
+	s.finish(plan)
+	return plan
+}
+
+func podKey(p *corev1.Pod) string {
+	ns := p.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	return ns + "/" + p.Name
+}
+
+func (s *solver) registerDims() error {
+	var err error
+	reg := func(rl corev1.ResourceList) {
+		for n := range rl {
+			if e := s.dims.register(n); e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	for _, p := range s.snap.Pods {
+		for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for i := range cs {
+				reg(cs[i].Resources.Requests)
+				reg(cs[i].Resources.Limits)
+			}
+		}
+		reg(p.Spec.Overhead)
+		if p.Spec.Resources != nil {
+			reg(p.Spec.Resources.Requests)
+			reg(p.Spec.Resources.Limits)
+		}
+	}
+	for _, d := range s.snap.DaemonSets {
+		reg(PodRequests(&corev1.Pod{Spec: d.Spec.Template.Spec}))
+	}
+	for _, np := range s.snap.NodePools {
+		for n := range np.Spec.Limits {
+			if n != karpenter.ResourceLimitsNodes {
+				reg(corev1.ResourceList{n: np.Spec.Limits[n]})
+			}
+		}
+	}
+	s.dims.sortExtra()
+	return err
+}
+
+func (s *solver) buildZones() {
+	set := map[string]bool{}
+	for _, it := range s.snap.Catalog.InstanceTypes {
+		for _, o := range it.Offerings {
+			set[o.Zone] = true
+		}
+	}
+	for _, n := range s.snap.Nodes {
+		if z := n.Node.Labels[corev1.LabelTopologyZone]; z != "" {
+			set[z] = true
+		}
+	}
+	for z := range set {
+		s.zones = append(s.zones, z)
+	}
+	sort.Strings(s.zones)
+	if len(s.zones) > 64 {
+		s.zones = s.zones[:64]
+	}
+	for i, z := range s.zones {
+		s.zoneIdx[z] = i
+	}
+}
+
+// preparePods computes requests, classes and topology terms of every pending pod,
+// and creates the topology groups running pods own (anti-affinity is symmetric).
+func (s *solver) preparePods(dimErr error) {
+	seen := map[string]bool{}
+	for _, pod := range s.snap.Pods {
+		p := &podInfo{pod: pod, key: podKey(pod), ns: pod.Namespace}
+		if p.ns == "" {
+			p.ns = "default"
+		}
+		if seen[p.key] {
+			continue // a pod listed twice is placed once
+		}
+		seen[p.key] = true
+		s.pods = append(s.pods, p)
+		if dimErr != nil {
+			p.err = dimErr.Error()
+			continue
+		}
+		p.req = s.podVec(pod)
+		p.req[dimPods] = 1
+		p.prefs = hasPreferences(pod)
+		if err := s.ownTerms(p); err != nil {
+			p.err = err.Error()
+			continue
+		}
+		for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+			for _, port := range c.Ports {
+				if port.HostPort > 0 {
+					proto := string(port.Protocol)
+					if proto == "" {
+						proto = hostPortProt
+					}
+					p.ports = append(p.ports, portKey{proto, port.HostPort})
+				}
+			}
+		}
+		p.tier = 3
+		for _, t := range p.own {
+			if t.soft {
+				continue
+			}
+			switch {
+			case t.g.hostname && t.g.kind == kindAntiAffinity:
+				p.tier = 0
+			case t.g.hostname && p.tier > 1:
+				p.tier = 1
+			case p.tier > 2:
+				p.tier = 2
+			}
+		}
+		p.size = math.Max(float64(p.req[dimCPU])/1000, float64(p.req[dimMemory])/(2<<30))
+		for i := dimPods + 1; i < len(s.dims.names); i++ {
+			if p.req[i] > 0 {
+				p.size += 1000 * float64(p.req[i]) // accelerators first: they need the rarest nodes
+			}
+		}
+	}
+	// Running pods' anti-affinity terms constrain where pending pods go.
+	for _, ns := range s.snap.Nodes {
+		for _, pod := range ns.Pods {
+			a := pod.Spec.Affinity
+			if a == nil || a.PodAntiAffinity == nil {
+				continue
+			}
+			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				_, _ = s.topo.group(kindAntiAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, podNS(pod), 0)
+			}
+		}
+	}
+	for _, p := range s.pods {
+		if p.err == "" {
+			p.matched = s.topo.matching(p.ns, p.pod.Labels)
+		}
+	}
+}
+
+func podNS(p *corev1.Pod) string {
+	if p.Namespace == "" {
+		return "default"
+	}
+	return p.Namespace
+}
+
+func (s *solver) ownTerms(p *podInfo) error {
+	pod := p.pod
+	add := func(kind groupKind, key string, sel *metav1.LabelSelector, ns []string, nsSel *metav1.LabelSelector, skew int32, soft bool) error {
+		g, err := s.topo.group(kind, key, sel, ns, nsSel, p.ns, skew)
+		if err != nil {
+			if soft {
+				return nil // an unsupported preference is simply not honoured
+			}
+			return fmt.Errorf("%s: %v", kind, err)
+		}
+		self := g.matches(p.ns, labels.Set(pod.Labels))
+		if !soft {
+			g.hardOwned = true
+		}
+		p.own = append(p.own, ownTerm{g: g, soft: soft, selfHits: self})
+		return nil
+	}
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		soft := c.WhenUnsatisfiable == corev1.ScheduleAnyway
+		if err := add(kindSpread, c.TopologyKey, c.LabelSelector, nil, nil, c.MaxSkew, soft); err != nil {
+			return err
+		}
+	}
+	a := pod.Spec.Affinity
+	if a == nil {
+		return nil
+	}
+	if a.PodAffinity != nil {
+		for _, t := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			if err := add(kindAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, 0, false); err != nil {
+				return err
+			}
+		}
+		for _, w := range a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			t := w.PodAffinityTerm
+			_ = add(kindAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, 0, true)
+		}
+	}
+	if a.PodAntiAffinity != nil {
+		for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			if err := add(kindAntiAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, 0, false); err != nil {
+				return err
+			}
+		}
+		for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			t := w.PodAffinityTerm
+			_ = add(kindAntiAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, 0, true)
+		}
+	}
+	return nil
+}
+
+// podVec is PodRequests as a vector. Most pods have only app containers with
+// requests set; summing those directly avoids the general rule's allocations.
+func (s *solver) podVec(pod *corev1.Pod) vec {
+	if len(pod.Spec.InitContainers) > 0 || len(pod.Spec.Overhead) > 0 || pod.Spec.Resources != nil || needsLimitDefaulting(pod) {
+		return s.dims.vec(PodRequests(pod))
+	}
+	var v vec
+	for i := range pod.Spec.Containers {
+		for n, q := range pod.Spec.Containers[i].Resources.Requests {
+			if d, ok := s.dims.index[n]; ok {
+				v[d] += quantityValue(n, q)
+			}
+		}
+	}
+	return v
+}
