@@ -20,9 +20,9 @@ type cand struct {
 	it     *catalog.InstanceType
 	ct     string
 	price  float64
-	alloc  vec // node allocatable
-	avail  vec // allocatable less the DaemonSets that land on it
-	cap    vec // capacity, what pool limits count
+	alloc  vec               // node allocatable
+	avail  vec               // allocatable less the DaemonSets that land on it
+	cap    vec               // capacity, what pool limits count
 	base   map[string]string // the type's and pool's labels, shared by its offerings
 	labels map[string]string // base plus the offering's labels, built on first use
 	offer  catalog.Offering

@@ -32,8 +32,8 @@ const (
 	// at most this much cheaper: catalog prices are rounded, and every extra node
 	// costs DaemonSets and reserved memory the prices do not show.
 	growTolerance = 0.005
-	growWindow   = 8
-	hostPortProt = "TCP"
+	growWindow    = 8
+	hostPortProt  = "TCP"
 )
 
 type portKey struct {
@@ -126,7 +126,7 @@ type solver struct {
 	nodes      []*node
 	trees      map[[2]int]*btree.BTreeG[slackRef]
 	instLabels []map[string]string // per catalog type, filled on first use
-	treeKeys   [][2]int // sorted: existing nodes (-1) first, then pools by index; zones in order
+	treeKeys   [][2]int            // sorted: existing nodes (-1) first, then pools by index; zones in order
 	probe      *corev1.Node
 	newCount   map[string]int // planned nodes per pool, for names
 	// existingZoneMask holds the zones of existing nodes: spread domains even when
