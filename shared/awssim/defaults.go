@@ -1,0 +1,184 @@
+package awssim
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// DefaultClusterName is the cluster of DefaultSeed when no other is named.
+const DefaultClusterName = "joiner-sim"
+
+// DefaultVPCID is the VPC of seeded subnets and security groups that name none.
+const DefaultVPCID = "vpc-0123456789abcdef0"
+
+// DefaultKubernetesVersions are the versions whose public AMI parameters are seeded.
+var DefaultKubernetesVersions = []string{"1.30", "1.31", "1.32", "1.33", "1.34", "1.35", "1.36", "1.37"}
+
+// Release names of the seeded public AMIs, used in their versioned parameter
+// paths (al2023@v20261101, bottlerocket@v1.50.0).
+const (
+	EKSAMIRelease          = "v20261101"
+	BottlerocketAMIRelease = "1.50.0"
+)
+
+var publicAMIDate = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+// EKSAMIOwner is the account that owns the EKS-optimized AMIs.
+const EKSAMIOwner = "602401143452"
+
+// DefaultSeed is a small, ready-to-use account for cluster clusterName: one VPC,
+// a private subnet in each of us-east-1a/b/c and a node security group, all
+// tagged karpenter.sh/discovery=<cluster>; an ACTIVE EKS cluster; a custom
+// worker AMI owned by the account; and (as in every seed) the public AMI
+// parameters of DefaultKubernetesVersions.
+func DefaultSeed(clusterName string) Seed {
+	disc := func(name string, extra map[string]string) map[string]string {
+		t := map[string]string{"karpenter.sh/discovery": clusterName, "Name": name}
+		for k, v := range extra {
+			t[k] = v
+		}
+		return t
+	}
+	var subnets []Subnet
+	for i, z := range []string{"a", "b", "c"} {
+		subnets = append(subnets, Subnet{
+			ID:   fmt.Sprintf("subnet-0%s0000000000000%s1", z, z),
+			Zone: DefaultRegion + z,
+			CIDR: fmt.Sprintf("10.0.%d.0/20", 16*i),
+			Tags: disc(fmt.Sprintf("%s-private-%s", clusterName, DefaultRegion+z),
+				map[string]string{"kubernetes.io/role/internal-elb": "1"}),
+		})
+	}
+	return Seed{
+		Subnets: subnets,
+		SecurityGroups: []SecurityGroup{
+			{ID: "sg-0d0000000000000d1", Name: clusterName + "-node", Description: "EKS node shared security group",
+				Tags: disc(clusterName+"-node", nil)},
+			{ID: "sg-0d0000000000000d2", Name: "eks-cluster-sg-" + clusterName, Description: "EKS created security group applied to ENI that is attached to EKS Control Plane master nodes, as well as any managed workloads.",
+				Tags: map[string]string{"kubernetes.io/cluster/" + clusterName: "owned", "aws:eks:cluster-name": clusterName}},
+		},
+		Images: []Image{
+			{ID: "ami-0c0ffee00000000a1", Name: clusterName + "-custom-worker-x86_64", Description: "custom worker image (amiFamily: Custom)",
+				Architecture: "x86_64", CreationDate: "2026-10-01T00:00:00Z", Tags: map[string]string{"karpenter.sh/discovery": clusterName}},
+			{ID: "ami-0c0ffee00000000a2", Name: clusterName + "-custom-worker-gpu-x86_64", Description: "custom GPU worker image (amiFamily: Custom)",
+				Architecture: "x86_64", CreationDate: "2026-10-01T00:00:00Z", Tags: map[string]string{"karpenter.sh/discovery": clusterName, "gpu": "true"}},
+		},
+		Clusters: []Cluster{{Name: clusterName, Version: DefaultKubernetesVersions[len(DefaultKubernetesVersions)-1],
+			SubnetIDs: []string{subnets[0].ID, subnets[1].ID, subnets[2].ID}, SecurityGroupIDs: []string{"sg-0d0000000000000d1"},
+			ClusterSGID: "sg-0d0000000000000d2"}},
+	}
+}
+
+// LoadSeed reads a JSON state file. Unknown fields are an error, so a typo
+// in a seed does not silently drop state.
+func LoadSeed(path string) (*Seed, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("awssim: state file: %w", err)
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	dec.DisallowUnknownFields()
+	var s Seed
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("awssim: state file %s: %w", path, err)
+	}
+	return &s, nil
+}
+
+// fillCluster completes a seeded cluster with what EKS would report.
+func fillCluster(c *Cluster, w *world, now time.Time) {
+	h := sha256.Sum256([]byte(w.account + "/" + w.region + "/" + c.Name))
+	if c.Version == "" {
+		c.Version = DefaultKubernetesVersions[len(DefaultKubernetesVersions)-1]
+	}
+	if c.Endpoint == "" {
+		c.Endpoint = fmt.Sprintf("https://%s.gr7.%s.eks.amazonaws.com", strings.ToUpper(hex.EncodeToString(h[:16])), w.region)
+	}
+	if c.CertificateAuthority == "" {
+		pem := "-----BEGIN CERTIFICATE-----\n" + base64.StdEncoding.EncodeToString([]byte("awssim placeholder CA for "+c.Name)) + "\n-----END CERTIFICATE-----\n"
+		c.CertificateAuthority = base64.StdEncoding.EncodeToString([]byte(pem))
+	}
+	if c.Status == "" {
+		c.Status = "ACTIVE"
+	}
+	if c.ServiceIPv4CIDR == "" {
+		c.ServiceIPv4CIDR = "10.100.0.0/16"
+	}
+	if c.IPFamily == "" {
+		c.IPFamily = "ipv4"
+	}
+	if c.RoleARN == "" {
+		c.RoleARN = fmt.Sprintf("arn:aws:iam::%s:role/%s-cluster", w.account, c.Name)
+	}
+	if c.VpcID == "" {
+		c.VpcID = DefaultVPCID
+	}
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = now
+	}
+	c.Tags = cloneTags(c.Tags)
+}
+
+// publicAMI is one seeded public image and the SSM parameters naming it.
+type publicAMI struct {
+	image  Image
+	params []string
+}
+
+// publicAMIs builds the EKS-optimized and Bottlerocket images and their
+// parameter paths for each Kubernetes version, as Karpenter resolves amiFamily
+// aliases (al2023@latest, al2@latest, bottlerocket@latest, and @<release>).
+func publicAMIs(versions []string) []publicAMI {
+	var out []publicAMI
+	add := func(name, arch, desc string, params ...string) {
+		h := sha256.Sum256([]byte(name))
+		out = append(out, publicAMI{
+			image: Image{
+				ID: "ami-0" + hex.EncodeToString(h[:8]), Name: name, Description: desc, Architecture: arch,
+				OwnerID: EKSAMIOwner, OwnerAlias: "amazon", State: "available", Public: true,
+				CreationDate: publicAMIDate.Format(time.RFC3339),
+			},
+			params: params,
+		})
+	}
+	for _, k := range versions {
+		eks := "/aws/service/eks/optimized-ami/" + k
+		for _, arch := range []string{"x86_64", "arm64"} {
+			for _, variant := range []string{"standard", "nvidia", "neuron"} {
+				if variant == "neuron" && arch == "arm64" {
+					continue
+				}
+				name := fmt.Sprintf("amazon-eks-node-al2023-%s-%s-%s-%s", arch, variant, k, EKSAMIRelease)
+				add(name, arch, fmt.Sprintf("EKS-optimized Kubernetes node based on Amazon Linux 2023, (k8s: %s, variant: %s)", k, variant),
+					fmt.Sprintf("%s/amazon-linux-2023/%s/%s/recommended/image_id", eks, arch, variant),
+					fmt.Sprintf("%s/amazon-linux-2023/%s/%s/%s/image_id", eks, arch, variant, name))
+			}
+		}
+		for _, v := range []struct{ path, prefix, arch string }{
+			{"amazon-linux-2", "amazon-eks-node", "x86_64"},
+			{"amazon-linux-2-gpu", "amazon-eks-gpu-node", "x86_64"},
+			{"amazon-linux-2-arm64", "amazon-eks-arm64-node", "arm64"},
+		} {
+			name := fmt.Sprintf("%s-%s-%s", v.prefix, k, EKSAMIRelease)
+			add(name, v.arch, fmt.Sprintf("EKS Kubernetes Worker AMI with AmazonLinux2 image, (k8s: %s)", k),
+				fmt.Sprintf("%s/%s/recommended/image_id", eks, v.path),
+				fmt.Sprintf("%s/%s/%s/image_id", eks, v.path, name))
+		}
+		for _, flavor := range []string{"", "-nvidia"} {
+			for _, arch := range []string{"x86_64", "arm64"} {
+				base := fmt.Sprintf("/aws/service/bottlerocket/aws-k8s-%s%s/%s", k, flavor, arch)
+				name := fmt.Sprintf("bottlerocket-aws-k8s-%s%s-%s-v%s", k, flavor, arch, BottlerocketAMIRelease)
+				add(name, arch, "Bottlerocket OS for Kubernetes "+k+flavor,
+					base+"/latest/image_id", base+"/"+BottlerocketAMIRelease+"/image_id")
+			}
+		}
+	}
+	return out
+}
