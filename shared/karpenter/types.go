@@ -232,19 +232,21 @@ const (
 type EC2NodeClassSpec struct {
 	SubnetSelectorTerms        []SubnetSelectorTerm        `json:"subnetSelectorTerms"`
 	SecurityGroupSelectorTerms []SecurityGroupSelectorTerm `json:"securityGroupSelectorTerms"`
-	AssociatePublicIPAddress   *bool                       `json:"associatePublicIPAddress,omitempty"`
-	AMISelectorTerms           []AMISelectorTerm           `json:"amiSelectorTerms,omitempty"`
-	AMIFamily                  *string                     `json:"amiFamily,omitempty"`
-	UserData                   *string                     `json:"userData,omitempty"`
-	Role                       string                      `json:"role,omitempty"`
-	InstanceProfile            *string                     `json:"instanceProfile,omitempty"`
-	Tags                       map[string]string           `json:"tags,omitempty"`
-	Kubelet                    *KubeletConfiguration       `json:"kubelet,omitempty"`
-	BlockDeviceMappings        []*BlockDeviceMapping       `json:"blockDeviceMappings,omitempty"`
-	InstanceStorePolicy        *string                     `json:"instanceStorePolicy,omitempty"`
-	DetailedMonitoring         *bool                       `json:"detailedMonitoring,omitempty"`
-	MetadataOptions            *MetadataOptions            `json:"metadataOptions,omitempty"`
-	Context                    *string                     `json:"context,omitempty"`
+	// CapacityReservationSelectorTerms selects on-demand capacity reservations to launch into.
+	CapacityReservationSelectorTerms []CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
+	AssociatePublicIPAddress         *bool                             `json:"associatePublicIPAddress,omitempty"`
+	AMISelectorTerms                 []AMISelectorTerm                 `json:"amiSelectorTerms,omitempty"`
+	AMIFamily                        *string                           `json:"amiFamily,omitempty"`
+	UserData                         *string                           `json:"userData,omitempty"`
+	Role                             string                            `json:"role,omitempty"`
+	InstanceProfile                  *string                           `json:"instanceProfile,omitempty"`
+	Tags                             map[string]string                 `json:"tags,omitempty"`
+	Kubelet                          *KubeletConfiguration             `json:"kubelet,omitempty"`
+	BlockDeviceMappings              []*BlockDeviceMapping             `json:"blockDeviceMappings,omitempty"`
+	InstanceStorePolicy              *string                           `json:"instanceStorePolicy,omitempty"`
+	DetailedMonitoring               *bool                             `json:"detailedMonitoring,omitempty"`
+	MetadataOptions                  *MetadataOptions                  `json:"metadataOptions,omitempty"`
+	Context                          *string                           `json:"context,omitempty"`
 }
 
 // SubnetSelectorTerm selects subnets by tags or id.
@@ -258,6 +260,14 @@ type SecurityGroupSelectorTerm struct {
 	Tags map[string]string `json:"tags,omitempty"`
 	ID   string            `json:"id,omitempty"`
 	Name string            `json:"name,omitempty"`
+}
+
+// CapacityReservationSelectorTerm selects capacity reservations by tags or id, optionally
+// owned by another account.
+type CapacityReservationSelectorTerm struct {
+	Tags    map[string]string `json:"tags,omitempty"`
+	ID      string            `json:"id,omitempty"`
+	OwnerID string            `json:"ownerID,omitempty"`
 }
 
 // AMISelectorTerm selects AMIs by alias (family@version), tags, id, name, owner or SSM parameter.

@@ -22,7 +22,11 @@ type podClass struct {
 	strict      bool // PreferNoSchedule taints must be tolerated too
 	perPool     []*classPool
 	zoneMask    uint64 // zones where some pool can launch a node for it
-	generic     bool   // no selector, no affinity: every label set matches
+	// domainMask holds the zones that count as topology-spread domains: where a
+	// pool offers a node matching the pod's node affinity, taints aside (Kubernetes'
+	// default nodeTaintsPolicy is Ignore).
+	domainMask uint64
+	generic    bool // no selector, no affinity: every label set matches
 }
 
 // classPool is a class's view of one pool.
@@ -30,35 +34,35 @@ type classPool struct {
 	ok     bool
 	reason string
 	extra  map[string]string // custom labels the node must carry
-	bits   [][]uint64        // per zone: compatible candidates
-	any    []bool            // per zone
+	bits   [][]uint64        // per zone: candidates whose labels match
+	any    []bool            // per zone, when ok
+	// labelAny is per zone whether any candidate's labels match, taints aside.
+	labelAny []bool
 }
 
-// classFor returns the class of a pod. prefer adds the pod's heaviest preferred
-// node-affinity term as if it were required and refuses PreferNoSchedule taints:
-// preferences are kept when possible and relaxed otherwise.
-func (s *solver) classFor(pod *corev1.Pod, prefer bool) *podClass {
+// classFor returns the class of a pod. pref, when not nil, is one of the pod's
+// preferred node-affinity terms, added as if it were required; strict also refuses
+// PreferNoSchedule taints. Preferences are kept when possible and relaxed otherwise.
+func (s *solver) classFor(pod *corev1.Pod, pref *corev1.NodeSelectorTerm, strict bool) *podClass {
 	var terms []corev1.NodeSelectorTerm
 	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 		terms = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	}
-	if prefer {
-		if pt := heaviestPreferred(pod); pt != nil {
-			if len(terms) == 0 {
-				terms = []corev1.NodeSelectorTerm{*pt}
-			} else {
-				merged := make([]corev1.NodeSelectorTerm, len(terms))
-				for i, t := range terms {
-					merged[i] = corev1.NodeSelectorTerm{
-						MatchExpressions: append(append([]corev1.NodeSelectorRequirement(nil), t.MatchExpressions...), pt.MatchExpressions...),
-						MatchFields:      append(append([]corev1.NodeSelectorRequirement(nil), t.MatchFields...), pt.MatchFields...),
-					}
+	if pref != nil {
+		if len(terms) == 0 {
+			terms = []corev1.NodeSelectorTerm{*pref}
+		} else {
+			merged := make([]corev1.NodeSelectorTerm, len(terms))
+			for i, t := range terms {
+				merged[i] = corev1.NodeSelectorTerm{
+					MatchExpressions: append(append([]corev1.NodeSelectorRequirement(nil), t.MatchExpressions...), pref.MatchExpressions...),
+					MatchFields:      append(append([]corev1.NodeSelectorRequirement(nil), t.MatchFields...), pref.MatchFields...),
 				}
-				terms = merged
 			}
+			terms = merged
 		}
 	}
-	key := classKey(pod.Spec.NodeSelector, terms, pod.Spec.Tolerations, prefer)
+	key := classKey(pod.Spec.NodeSelector, terms, pod.Spec.Tolerations, strict)
 	if c, ok := s.classes[key]; ok {
 		return c
 	}
@@ -67,15 +71,18 @@ func (s *solver) classFor(pod *corev1.Pod, prefer bool) *podClass {
 		aff = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
 	}
 	c := &podClass{id: len(s.classList), key: key, aff: nodeaffinity.NewRequiredNodeAffinity(pod.Spec.NodeSelector, aff),
-		nodeSel: pod.Spec.NodeSelector, terms: terms, tolerations: pod.Spec.Tolerations, strict: prefer,
+		nodeSel: pod.Spec.NodeSelector, terms: terms, tolerations: pod.Spec.Tolerations, strict: strict,
 		generic: len(pod.Spec.NodeSelector) == 0 && len(terms) == 0}
 	c.perPool = make([]*classPool, len(s.pools))
 	for _, p := range s.pools {
 		cp := s.classPoolFor(c, p)
 		c.perPool[p.idx] = cp
-		for z, a := range cp.any {
-			if a {
+		for z := range cp.any {
+			if cp.any[z] {
 				c.zoneMask |= 1 << uint(z)
+			}
+			if cp.labelAny[z] {
+				c.domainMask |= 1 << uint(z)
 			}
 		}
 	}
@@ -84,25 +91,26 @@ func (s *solver) classFor(pod *corev1.Pod, prefer bool) *podClass {
 	return c
 }
 
-func heaviestPreferred(pod *corev1.Pod) *corev1.NodeSelectorTerm {
+// preferredTerms returns a pod's preferred node-affinity terms, heaviest first:
+// relaxation drops them one at a time in that order, as Karpenter does.
+func preferredTerms(pod *corev1.Pod) []corev1.NodeSelectorTerm {
 	a := pod.Spec.Affinity
 	if a == nil || a.NodeAffinity == nil || len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
 		return nil
 	}
-	best := -1
-	var w int32
-	for i, p := range a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-		if best < 0 || p.Weight > w {
-			best, w = i, p.Weight
-		}
+	ps := append([]corev1.PreferredSchedulingTerm(nil), a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution...)
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Weight > ps[j].Weight })
+	out := make([]corev1.NodeSelectorTerm, len(ps))
+	for i := range ps {
+		out[i] = ps[i].Preference
 	}
-	return &a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[best].Preference
+	return out
 }
 
 // hasPreferences reports whether a pod carries anything the engine treats as a
 // relaxable preference.
 func hasPreferences(pod *corev1.Pod) bool {
-	if heaviestPreferred(pod) != nil {
+	if len(preferredTerms(pod)) > 0 {
 		return true
 	}
 	for _, c := range pod.Spec.TopologySpreadConstraints {
@@ -172,22 +180,15 @@ func (c *podClass) customValue(key string) (string, bool) {
 }
 
 func (s *solver) classPoolFor(c *podClass, p *poolInfo) *classPool {
-	cp := &classPool{any: make([]bool, len(s.zones))}
+	cp := &classPool{any: make([]bool, len(s.zones)), labelAny: make([]bool, len(s.zones))}
 	if p.unusable != "" {
 		cp.reason = "NodePool " + p.name + " " + p.unusable
-		return cp
-	}
-	if t, bad := untolerated(c.tolerations, p.taints, c.strict); bad {
-		cp.reason = fmt.Sprintf("NodePool %s: taint %s=%s:%s not tolerated", p.name, t.Key, t.Value, t.Effect)
 		return cp
 	}
 	for _, r := range p.custom {
 		v, ok := c.customValue(r.Key)
 		if !ok {
-			if p.labels[r.Key] != "" || requirementMatches(r, p.labels) {
-				continue
-			}
-			continue
+			continue // the pod does not ask; the label-set match below decides
 		}
 		if !requirementAllows(r, v) {
 			cp.reason = fmt.Sprintf("NodePool %s: requirement %s %s %v does not allow %s=%s", p.name, r.Key, r.Operator, r.Values, r.Key, v)
@@ -207,7 +208,7 @@ func (s *solver) classPoolFor(c *podClass, p *poolInfo) *classPool {
 		for i := range cs {
 			if c.generic || s.matchLabels(c, cs[i].fullLabels(), cp.extra) {
 				bits[i/64] |= 1 << uint(i%64)
-				cp.any[z] = true
+				cp.labelAny[z] = true
 				matched = true
 			}
 		}
@@ -217,6 +218,11 @@ func (s *solver) classPoolFor(c *podClass, p *poolInfo) *classPool {
 		cp.reason = fmt.Sprintf("NodePool %s: no instance type offering matches the pod's node selector/affinity", p.name)
 		return cp
 	}
+	if t, bad := untolerated(c.tolerations, p.taints, c.strict); bad {
+		cp.reason = fmt.Sprintf("NodePool %s: taint %s=%s:%s not tolerated", p.name, t.Key, t.Value, t.Effect)
+		return cp
+	}
+	copy(cp.any, cp.labelAny)
 	cp.ok = true
 	return cp
 }

@@ -199,6 +199,10 @@ func (s *solver) count(n *node, gs []*topoGroup) {
 			}
 		} else if n.z >= 0 {
 			g.zoneCounts[n.z]++
+			if n.zc == nil {
+				n.zc = make([]int32, s.topo.zoneSlots)
+			}
+			n.zc[g.zslot]++
 		}
 	}
 }

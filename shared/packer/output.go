@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
@@ -123,7 +124,13 @@ func (s *solver) newNode(n *node, pods []string) NewNode {
 func (s *solver) allocatableText(p *poolInfo, z, i int) map[string]string {
 	c := &p.cands[z][i]
 	if c.allocText == nil {
-		c.allocText = s.dims.list(c.alloc)
+		// From the catalog, not the solve's vector: it also names resources no pod
+		// asked for (the GPUs of a node that only got CPU pods).
+		al := catalog.Allocatable(c.it, p.over)
+		c.allocText = make(map[string]string, len(al))
+		for n, q := range al {
+			c.allocText[string(n)] = formatQuantity(n, quantityValue(n, q))
+		}
 	}
 	return c.allocText
 }
@@ -200,7 +207,7 @@ func (s *solver) diagnose(p *podInfo) string {
 	if len(s.pools) == 0 {
 		return "no NodePool exists, and no existing node can take it"
 	}
-	cls := s.classFor(p.pod, false)
+	cls := s.classFor(p.pod, nil, false)
 	var reasons []string
 	for _, pool := range s.pools {
 		cp := cls.perPool[pool.idx]

@@ -1,19 +1,24 @@
 package packer
 
 import (
-	"fmt"
 	"math"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/google/btree"
 )
 
-// attempt is one level of relaxation: preferences kept or dropped, and whether
-// the spread constraints other pods own also bind this pod (which keeps the final
-// state within maxSkew even for pods that do not carry the constraint).
-// debugStats counts placement decisions when a test sets it.
-var debugStats map[string]int
-
-type attempt struct{ prefer, foreign bool }
+// attempt is one level of relaxation. pref is the preferred node-affinity term
+// honoured as required (-1: none); soft makes ScheduleAnyway spread, preferred pod
+// (anti-)affinity and PreferNoSchedule taints bind; foreign makes the spread
+// constraints other pods own bind this pod too where they would be judged (which
+// keeps the final state within maxSkew for pods that do not carry the constraint).
+type attempt struct {
+	pref      int
+	soft      bool
+	foreign   bool
+	canLaunch bool // set by tryPlace
+}
 
 func (s *solver) place(p *podInfo) bool {
 	foreignMatters := false
@@ -23,12 +28,16 @@ func (s *solver) place(p *podInfo) bool {
 			break
 		}
 	}
-	attempts := []attempt{{prefer: p.prefs, foreign: foreignMatters}}
-	if foreignMatters {
-		attempts = append(attempts, attempt{prefer: p.prefs})
+	var attempts []attempt
+	for i := range p.prefTerms {
+		attempts = append(attempts, attempt{pref: i, soft: true, foreign: foreignMatters})
 	}
-	if p.prefs {
-		attempts = append(attempts, attempt{})
+	if p.prefs || s.preferNoSchedule {
+		attempts = append(attempts, attempt{pref: -1, soft: true, foreign: foreignMatters})
+	}
+	attempts = append(attempts, attempt{pref: -1, foreign: foreignMatters})
+	if foreignMatters {
+		attempts = append(attempts, attempt{pref: -1})
 	}
 	for _, a := range attempts {
 		if s.tryPlace(p, a) {
@@ -38,15 +47,31 @@ func (s *solver) place(p *podInfo) bool {
 	return false
 }
 
-func (s *solver) podClass(p *podInfo, prefer bool) *podClass {
-	i := 0
-	if prefer {
-		i = 1
+// podClass returns (caching on the pod) the class for an attempt.
+func (s *solver) podClass(p *podInfo, a attempt) *podClass {
+	k := classSlot{pref: a.pref, strict: a.soft}
+	for _, c := range p.classes {
+		if c.slot == k {
+			return c.cls
+		}
 	}
-	if p.classes[i] == nil {
-		p.classes[i] = s.classFor(p.pod, prefer)
+	var term *corev1.NodeSelectorTerm
+	if a.pref >= 0 {
+		term = &p.prefTerms[a.pref]
 	}
-	return p.classes[i]
+	c := s.classFor(p.pod, term, a.soft)
+	p.classes = append(p.classes, slotClass{k, c})
+	return c
+}
+
+type classSlot struct {
+	pref   int
+	strict bool
+}
+
+type slotClass struct {
+	slot classSlot
+	cls  *podClass
 }
 
 func (p *podInfo) ownsHard(g *topoGroup) bool {
@@ -59,13 +84,17 @@ func (p *podInfo) ownsHard(g *topoGroup) bool {
 }
 
 func (s *solver) tryPlace(p *podInfo, a attempt) bool {
-	cls := s.podClass(p, a.prefer)
-	zok := s.zoneMask(p, cls, a)
+	cls := s.podClass(p, a)
+	hard := s.podClass(p, attempt{pref: -1})
+	zok := s.zoneMask(p, cls, hard, a)
 	zoneBound := s.zoneBound(p, a)
+	// A node the pools could still launch is an empty hostname domain: then the
+	// smallest count any hostname spread compares against is zero.
+	a.canLaunch = s.canLaunch(hard)
 
 	// Hostname affinity to pods already placed: only their nodes qualify.
 	for _, t := range p.own {
-		if t.g.kind == kindAffinity && t.g.hostname && (!t.soft || a.prefer) && t.g.total > 0 {
+		if t.g.kind == kindAffinity && t.g.hostname && (!t.soft || a.soft) && t.g.total > 0 {
 			return s.placeAmong(p, cls, a, t.g.nodes, zok, zoneBound)
 		}
 	}
@@ -101,13 +130,6 @@ func (s *solver) tryPlace(p *podInfo, a attempt) bool {
 	case growNode != nil && (pool == nil || growCost <= newCost*(1+growTolerance)+priceEpsilon):
 		s.assign(p, growNode, growIdx, cls)
 	case pool != nil:
-		if debugStats != nil {
-			debugStats[fmt.Sprintf("new tier%d grow=%v", p.tier, growNode != nil)]++
-			if growNode != nil && debugStats["printed"] < 5 {
-				debugStats["printed"]++
-				fmt.Printf("pod %s req %v grow %.3f (node %s used %v) new %.3f idx %d\n", p.key, p.req[:2], growCost, growNode.pool.cands[growNode.z][growNode.minIdx].it.Name, growNode.used[:2], newCost, idx)
-			}
-		}
 		n := s.open(pool, z, idx, cls)
 		s.assign(p, n, idx, cls)
 	default:
@@ -390,13 +412,13 @@ func (s *solver) hostOK(p *podInfo, a attempt, hc, ho []int32) bool {
 	}
 	for _, t := range p.own {
 		g := t.g
-		if !g.hostname || (t.soft && !a.prefer) {
+		if !g.hostname || (t.soft && !a.soft) {
 			continue
 		}
 		c := get(hc, g.slot)
 		switch g.kind {
 		case kindSpread:
-			if c+self(t.selfHits)-g.minHost() > g.maxSkew {
+			if c+self(t.selfHits)-s.minHost(g, a) > g.maxSkew {
 				return false
 			}
 		case kindAffinity:
@@ -420,12 +442,25 @@ func (s *solver) hostOK(p *podInfo, a attempt, hc, ho []int32) bool {
 		// that hosts such an owner past the skew; elsewhere it is free, because
 		// Kubernetes checks the skew only where an owner lands.
 		if a.foreign && g.kind == kindSpread && g.hardOwned && !p.ownsHard(g) && get(ho, g.ownerSlot) > 0 {
-			if get(hc, g.slot)+1-g.minHost() > g.maxSkew {
+			if get(hc, g.slot)+1-s.minHost(g, a) > g.maxSkew {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+func minOver(counts []int32, mask uint64) int32 {
+	min := int32(-1)
+	for z, c := range counts {
+		if mask&(1<<uint(z)) != 0 && (min < 0 || c < min) {
+			min = c
+		}
+	}
+	if min < 0 {
+		return 0
+	}
+	return min
 }
 
 func self(b bool) int32 {
@@ -439,7 +474,7 @@ func self(b bool) int32 {
 // known zone cannot be checked against.
 func (s *solver) zoneBound(p *podInfo, a attempt) bool {
 	for _, t := range p.own {
-		if !t.g.hostname && (!t.soft || a.prefer) {
+		if !t.g.hostname && (!t.soft || a.soft) {
 			return true
 		}
 	}
@@ -451,16 +486,67 @@ func (s *solver) zoneBound(p *podInfo, a attempt) bool {
 	return false
 }
 
-// zoneMask returns the zones whose zone-level topology admits p.
-func (s *solver) zoneMask(p *podInfo, cls *podClass, a attempt) uint64 {
-	domains := cls.zoneMask | s.existingZoneMask
+// zoneMask returns the zones whose zone-level topology admits p. Spread domains
+// and counts follow the pod's required node affinity only (Kubernetes' default
+// nodeAffinityPolicy Honor), never its preferences.
+func (s *solver) zoneMask(p *podInfo, cls, hard *podClass, a attempt) uint64 {
+	domains := hard.domainMask | s.existingZoneMask
 	var mask uint64
 	for z := range s.zones {
-		if s.zoneOK(p, a, z, domains) {
+		if s.zoneOK(p, a, z, domains, hard) {
 			mask |= 1 << uint(z)
 		}
 	}
 	return mask
+}
+
+func (s *solver) minHost(g *topoGroup, a attempt) int32 {
+	if a.canLaunch {
+		return 0
+	}
+	return g.minHost()
+}
+
+// canLaunch reports whether some pool could still launch a node for the class.
+func (s *solver) canLaunch(cls *podClass) bool {
+	for _, pool := range s.pools {
+		if cls.perPool[pool.idx].ok && (pool.maxNodes < 0 || pool.nodes < pool.maxNodes) {
+			return true
+		}
+	}
+	return false
+}
+
+// zoneCounts returns a zone group's matching pods per zone, counting only nodes the
+// class's node affinity selects (all nodes for a pod without one).
+func (s *solver) zoneCounts(g *topoGroup, hard *podClass) []int32 {
+	if hard.generic {
+		return g.zoneCounts
+	}
+	counts := make([]int32, len(s.zones))
+	for _, n := range s.nodes {
+		if n.z < 0 || n.zc == nil || n.zc[g.zslot] == 0 || !s.eligible(n, hard) {
+			continue
+		}
+		counts[n.z] += n.zc[g.zslot]
+	}
+	return counts
+}
+
+// eligible reports whether a node's labels satisfy the class's required node
+// affinity (taints aside).
+func (s *solver) eligible(n *node, cls *podClass) bool {
+	if cls.generic {
+		return true
+	}
+	l := n.labels
+	if !n.existing {
+		l = n.pool.cands[n.z][n.minIdx].fullLabels()
+		if len(n.extra) > 0 {
+			return s.matchLabels(cls, l, n.extra)
+		}
+	}
+	return s.matchLabels(cls, l, nil)
 }
 
 func (s *solver) existingZones() uint64 {
@@ -473,10 +559,10 @@ func (s *solver) existingZones() uint64 {
 	return m
 }
 
-func (s *solver) zoneOK(p *podInfo, a attempt, z int, domains uint64) bool {
+func (s *solver) zoneOK(p *podInfo, a attempt, z int, domains uint64, hard *podClass) bool {
 	for _, t := range p.own {
 		g := t.g
-		if g.hostname || (t.soft && !a.prefer) {
+		if g.hostname || (t.soft && !a.soft) {
 			continue
 		}
 		c := g.zoneCounts[z]
@@ -485,7 +571,8 @@ func (s *solver) zoneOK(p *podInfo, a attempt, z int, domains uint64) bool {
 			if domains&(1<<uint(z)) == 0 {
 				return false
 			}
-			if c+self(t.selfHits)-g.minZone(domains) > g.maxSkew {
+			counts := s.zoneCounts(g, hard)
+			if counts[z]+self(t.selfHits)-minOver(counts, domains) > g.maxSkew {
 				return false
 			}
 		case kindAffinity:

@@ -51,6 +51,7 @@ type poolInfo struct {
 	used     vec   // capacity of the pool's existing and planned nodes
 	nodes    int64
 	unusable string
+	over     catalog.Overhead
 }
 
 // wellKnownKey reports keys whose values come from the instance type or offering;
@@ -77,6 +78,11 @@ func (s *solver) buildPools() {
 			p.weight = *np.Spec.Weight
 		}
 		p.taints = np.Spec.Template.Spec.Taints
+		for _, t := range p.taints {
+			if t.Effect == corev1.TaintEffectPreferNoSchedule {
+				s.preferNoSchedule = true
+			}
+		}
 		for k, v := range np.Spec.Template.ObjectMeta.Labels {
 			p.labels[k] = v
 		}
@@ -192,6 +198,7 @@ func untolerated(tols []corev1.Toleration, taints []corev1.Taint, strict bool) (
 
 func (s *solver) buildCandidates(p *poolInfo) {
 	over := catalog.OverheadFor(p.nc)
+	p.over = over
 	p.cands = make([][]cand, len(s.zones))
 	p.maxAvail = make([]vec, len(s.zones))
 	reqs := p.np.Spec.Template.Spec.Requirements

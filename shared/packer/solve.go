@@ -55,7 +55,9 @@ type podInfo struct {
 	size     float64
 	err      string
 	placedOn *node
-	classes  [2]*podClass // without and with preferences, computed on first use
+	classes  []slotClass // per relaxation level, computed on first use
+	// prefTerms are the preferred node-affinity terms, heaviest first.
+	prefTerms []corev1.NodeSelectorTerm
 }
 
 // node is an existing node, an in-flight NodeClaim, or a node the plan opens.
@@ -79,6 +81,7 @@ type node struct {
 	used       vec
 	pods       []*podInfo
 	hc         []int32 // matching pods per hostname group
+	zc         []int32 // matching pods per zone group (nil until one lands)
 	ho         []int32 // anti-affinity owners per hostname anti group
 	ports      map[portKey]bool
 	ref        slackRef
@@ -132,6 +135,9 @@ type solver struct {
 	// existingZoneMask holds the zones of existing nodes: spread domains even when
 	// no pool can launch there.
 	existingZoneMask uint64
+	// preferNoSchedule is set when some pool has a PreferNoSchedule taint: then
+	// every pod first tries to avoid it.
+	preferNoSchedule bool
 	zoneNew          []int
 }
 
@@ -178,10 +184,28 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 		}
 		return a.key < b.key
 	})
+	var failed []*podInfo
 	for _, p := range order {
 		if !s.place(p) {
-			p.err = s.diagnose(p)
+			failed = append(failed, p)
 		}
+	}
+	// A pod whose affinity targets pods placed after it gets another chance once
+	// they are placed; repeat while that helps.
+	for progress := true; progress && len(failed) > 0; {
+		progress = false
+		rest := failed[:0]
+		for _, p := range failed {
+			if s.place(p) {
+				progress = true
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		failed = rest
+	}
+	for _, p := range failed {
+		p.err = s.diagnose(p)
 	}
 	s.finish(plan)
 	return plan
@@ -276,6 +300,7 @@ func (s *solver) preparePods(dimErr error) {
 		p.req = s.podVec(pod)
 		p.req[dimPods] = 1
 		p.prefs = hasPreferences(pod)
+		p.prefTerms = preferredTerms(pod)
 		if err := s.ownTerms(p); err != nil {
 			p.err = err.Error()
 			continue

@@ -36,6 +36,7 @@ type topoGroup struct {
 	maxSkew   int32
 	desc      string
 	slot      int // index into a node's hostname counters (hostname groups only)
+	zslot     int // index into a node's zone-group counters (zone groups only)
 	ownerSlot int // index into a node's owner counters (hostname anti-affinity and spread groups)
 
 	zoneCounts []int32 // matching pods per zone
@@ -106,6 +107,7 @@ type topology struct {
 	byKey      map[string]*topoGroup
 	byRaw      map[string]*topoGroup
 	hostSlots  int
+	zoneSlots  int
 	ownerSlots int
 	// labelClasses caches, per (namespace, labels), the groups a pod matches.
 	labelClasses map[string][]*topoGroup
@@ -168,6 +170,10 @@ func (t *topology) group(kind groupKind, key string, sel *metav1.LabelSelector, 
 		zoneCounts: make([]int32, len(t.zones)), zoneOwners: make([]int32, len(t.zones)),
 	}
 	short := "zone"
+	if !g.hostname {
+		g.zslot = t.zoneSlots
+		t.zoneSlots++
+	}
 	if g.hostname {
 		short = "hostname"
 		g.slot = t.hostSlots

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/manifest"
+	"github.com/joiner-autoscaler/joiner/shared/packer"
+)
+
+func init() {
+	register(command{name: "plan", summary: "plan node launches for the pending pods in manifests (offline)", run: runPlan})
+}
+
+// pathList is a repeatable -f flag.
+type pathList []string
+
+func (p *pathList) String() string     { return strings.Join(*p, ",") }
+func (p *pathList) Set(v string) error { *p = append(*p, v); return nil }
+
+func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var paths pathList
+	fs.Var(&paths, "f", "a manifest file or folder (repeatable): NodePools, EC2NodeClasses, NodeClaims, Nodes, Pods, DaemonSets, workloads")
+	catalogPath := fs.String("catalog", "", "instance catalog JSON (default: the embedded us-east-1 catalog)")
+	region := fs.String("region", "", "region the plan is for (must match the catalog's)")
+	output := fs.String("o", "table", "output format: table or json")
+	explain := fs.Bool("explain", false, "say why each type was chosen and why each unschedulable pod is")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	timing := fs.Bool("timing", false, "print how long reading, planning and writing took (stderr)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: joiner plan -f PATH [-f PATH]... [--catalog FILE] [--region R] [-o table|json] [--explain]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if len(paths) == 0 || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	if *output != "table" && *output != "json" {
+		fmt.Fprintf(stderr, "joiner plan: unknown output format %q (want table or json)\n", *output)
+		return 2
+	}
+	// A plan is one short batch: trading memory for fewer collections makes it faster.
+	debug.SetGCPercent(400)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "joiner plan: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "joiner plan: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	t0 := time.Now()
+
+	snap, region2, err := loadSnapshot(paths, *catalogPath, *region, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "joiner plan: %v\n", err)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	t1 := time.Now()
+	plan := packer.Solve(snap, packer.Options{Explain: *explain})
+	plan.Region = region2
+	t2 := time.Now()
+	if *output == "json" {
+		bw := bufio.NewWriterSize(stdout, 1<<20)
+		// Compact: indenting costs more than planning on large plans; pipe through
+		// jq for reading.
+		enc := json.NewEncoder(bw)
+		if err := enc.Encode(plan); err != nil {
+			fmt.Fprintf(stderr, "joiner plan: %v\n", err)
+			return 1
+		}
+		if err := bw.Flush(); err != nil {
+			fmt.Fprintf(stderr, "joiner plan: %v\n", err)
+			return 1
+		}
+	} else {
+		writePlanTable(stdout, plan, *explain)
+	}
+	if *timing {
+		t3 := time.Now()
+		fmt.Fprintf(stderr, "joiner plan: %d pods: read %v, plan %v, write %v, total %v (%.0f pods/s)\n", len(snap.Pods),
+			t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), t3.Sub(t2).Round(time.Millisecond),
+			t3.Sub(t0).Round(time.Millisecond), float64(len(snap.Pods))/t3.Sub(t0).Seconds())
+	}
+	return 0
+}
+
+var errUsage = errors.New("usage")
+
+// loadSnapshot reads manifests and the catalog into the engine's snapshot. Problems
+// in the manifests are reported on stderr and the objects they concern left out:
+// one bad document does not stop the plan.
+func loadSnapshot(paths []string, catalogPath, region string, stderr io.Writer) (*packer.Snapshot, string, error) {
+	b, err := manifest.Load(paths...)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %v", errUsage, err)
+	}
+	for _, p := range b.Problems {
+		fmt.Fprintln(stderr, p.String())
+	}
+	var cat *catalog.Catalog
+	if catalogPath != "" {
+		cat, err = catalog.Load(catalogPath)
+		if err != nil {
+			return nil, "", err
+		}
+	} else {
+		cat = catalog.Embedded()
+	}
+	if region == "" {
+		region = cat.Region
+	} else if region != cat.Region {
+		return nil, "", fmt.Errorf("the catalog covers %s, not %s: pass --catalog with a %s catalog", cat.Region, region, region)
+	}
+	snap := &packer.Snapshot{NodePools: b.NodePools, NodeClasses: b.NodeClasses, DaemonSets: b.DaemonSets, Catalog: cat}
+	byNode := map[string]int{}
+	for _, n := range b.Nodes {
+		byNode[n.Name] = len(snap.Nodes)
+		snap.Nodes = append(snap.Nodes, packer.NodeState{Node: n})
+	}
+	for _, p := range b.Pods {
+		if p.Spec.NodeName == "" {
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			snap.Pods = append(snap.Pods, p)
+			continue
+		}
+		if i, ok := byNode[p.Spec.NodeName]; ok {
+			snap.Nodes[i].Pods = append(snap.Nodes[i].Pods, p)
+		}
+	}
+	registered := map[string]bool{}
+	for _, n := range b.Nodes {
+		registered[n.Spec.ProviderID] = n.Spec.ProviderID != ""
+	}
+	for _, c := range b.NodeClaims {
+		if c.Status.NodeName != "" {
+			if _, ok := byNode[c.Status.NodeName]; ok {
+				continue // its Node is listed: the Node is the capacity
+			}
+		}
+		if c.Status.ProviderID != "" && registered[c.Status.ProviderID] {
+			continue
+		}
+		snap.InFlight = append(snap.InFlight, c)
+	}
+	return snap, region, nil
+}
+
+func writePlanTable(w io.Writer, plan *packer.Plan, explain bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "NEW NODE\tPOOL\tTYPE\tCAPACITY\tZONE\t$/HOUR\tPODS\n")
+	for _, n := range plan.NewNodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.4f\t%s\n", n.Name, n.NodePool, n.InstanceType, n.CapacityType, n.Zone, n.PricePerHour, podList(n.Pods))
+	}
+	tw.Flush()
+	if explain {
+		for _, n := range plan.NewNodes {
+			fmt.Fprintf(w, "  %s: %s\n", n.Name, n.Explain)
+		}
+	}
+	if len(plan.ExistingNodes) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "EXISTING NODE\tIN FLIGHT\tPODS\n")
+		for _, n := range plan.ExistingNodes {
+			fmt.Fprintf(tw, "%s\t%v\t%s\n", n.Name, n.InFlight, podList(n.Pods))
+		}
+		tw.Flush()
+	}
+	if len(plan.Unschedulable) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "UNSCHEDULABLE")
+		for _, u := range plan.Unschedulable {
+			fmt.Fprintf(w, "  %s: %s\n", u.Pod, u.Reason)
+		}
+	}
+	pods := 0
+	for _, n := range plan.NewNodes {
+		pods += len(n.Pods)
+	}
+	fmt.Fprintf(w, "\n%d new node(s) for %d pod(s), %d pod(s) on existing capacity, %d unschedulable; new capacity $%.4f/hour (%s)\n",
+		len(plan.NewNodes), pods, countPods(plan.ExistingNodes), len(plan.Unschedulable), plan.TotalPricePerHour, plan.Region)
+}
+
+func countPods(ns []packer.ExistingNode) int {
+	n := 0
+	for _, e := range ns {
+		n += len(e.Pods)
+	}
+	return n
+}
+
+// podList shortens long pod lists for the table.
+func podList(pods []string) string {
+	s := append([]string(nil), pods...)
+	sort.Strings(s)
+	if len(s) > 4 {
+		return fmt.Sprintf("%s, … (%d pods)", strings.Join(s[:3], ", "), len(s))
+	}
+	return strings.Join(s, ", ")
+}

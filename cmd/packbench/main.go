@@ -1,0 +1,383 @@
+// Command packbench prints the packing engine's benchmark report: for every case of
+// the foundation issue (Karpenter's scheduling-benchmark workload at 100–20,000
+// pods on its 400 fake types, a 4,000-pod preferences case, a 5,000-pod mixed
+// workload on the real us-east-1 catalog) it times packer.Solve in-process, the
+// whole `joiner plan -f DIR --catalog FILE -o json > /dev/null` process on the same
+// workload written as YAML, and reports nodes, cost, the cost's ratio to
+// workload.LowerBound, peak heap, max RSS and the independent checker's verdict,
+// then marks each target PASS or MISS.
+//
+//	go run ./cmd/packbench [-cases REGEXP] [-runs N] [-process=false] [-joiner PATH]
+//
+// Progress is logged as JSON on stderr; the report goes to stdout.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/joiner-autoscaler/joiner/shared/packer"
+	"github.com/joiner-autoscaler/joiner/shared/packer/check"
+	"github.com/joiner-autoscaler/joiner/shared/packer/workload"
+)
+
+// result is everything measured for one case.
+type result struct {
+	c workload.Case
+
+	solve      time.Duration // median in-process Solve
+	nodes      int
+	unsched    int
+	cost       float64
+	bound      float64
+	boundWhy   string
+	boundTime  time.Duration
+	peakHeap   uint64
+	baseHeap   uint64
+	checkErrs  []error
+	checkTime  time.Duration
+	procTime   time.Duration // median whole-process wall time
+	procRSSKiB int64
+	procErr    string
+	procPods   int
+	procCost   float64
+}
+
+func (r *result) inProcRate() float64 { return float64(r.c.Pods) / r.solve.Seconds() }
+
+func (r *result) procRate() float64 {
+	if r.procTime == 0 {
+		return 0
+	}
+	return float64(r.c.Pods) / r.procTime.Seconds()
+}
+
+func main() {
+	if len(os.Args) == 2 && os.Args[1] == spawnerFlag {
+		os.Exit(spawner(os.Stdin, os.Stdout))
+	}
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("packbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	only := fs.String("cases", "", "run only the cases whose name matches this regular expression")
+	runs := fs.Int("runs", 3, "timed runs per case (the median is reported)")
+	process := fs.Bool("process", true, "also time the whole `joiner plan` process")
+	joinerBin := fs.String("joiner", "", "joiner binary to time (default: build ./cmd/joiner into a temporary directory)")
+	keep := fs.Bool("keep", false, "keep the temporary directory with the YAML workloads")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *runs < 1 {
+		*runs = 1
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	// Start the spawner first, while this process is small (see spawner.go).
+	sp, err := startSpawner()
+	if err != nil {
+		log.Error("starting the spawner", "err", err)
+		return 1
+	}
+	defer sp.close()
+	var filter *regexp.Regexp
+	if *only != "" {
+		var err error
+		if filter, err = regexp.Compile(*only); err != nil {
+			fmt.Fprintf(stderr, "packbench: -cases: %v\n", err)
+			return 2
+		}
+	}
+	cases, err := workload.Cases()
+	if err != nil {
+		log.Error("loading catalogs", "err", err)
+		return 1
+	}
+	tmp, err := os.MkdirTemp("", "packbench-")
+	if err != nil {
+		log.Error("temporary directory", "err", err)
+		return 1
+	}
+	if *keep {
+		log.Info("keeping workloads", "dir", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	procNote := ""
+	bin := *joinerBin
+	if *process && bin == "" {
+		bin, err = buildJoiner(ctx, tmp)
+		if err != nil {
+			procNote = "joiner build failed: " + firstLine(err.Error())
+			log.Error("building joiner", "err", err)
+			bin = ""
+		}
+	}
+	if !*process {
+		procNote = "process timing off (-process=false)"
+	}
+	var results []*result
+	for _, c := range cases {
+		if filter != nil && !filter.MatchString(c.Name) {
+			continue
+		}
+		log.Info("case", "name", c.Name, "pods", c.Pods)
+		r := measure(c, *runs, log)
+		if bin != "" {
+			timeProcess(ctx, sp, r, bin, tmp, *runs, log)
+		} else {
+			r.procErr = procNote
+		}
+		results = append(results, r)
+	}
+	report(stdout, results, procNote)
+	return 0
+}
+
+// buildJoiner builds ./cmd/joiner of the module packbench runs in.
+func buildJoiner(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside the joiner module")
+	}
+	bin := filepath.Join(dir, "joiner")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/joiner")
+	cmd.Dir = filepath.Dir(gomod)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/joiner: %v: %s", err, stderr.String())
+	}
+	return bin, nil
+}
+
+func measure(c workload.Case, runs int, log *slog.Logger) *result {
+	r := &result{c: c}
+	snap := c.Snapshot()
+	var plan *packer.Plan
+	r.peakHeap, r.baseHeap = workload.PeakHeap(func() { plan = packer.Solve(snap, packer.Options{}) })
+	r.nodes, r.unsched, r.cost = len(plan.NewNodes), len(plan.Unschedulable), plan.TotalPricePerHour
+	times := make([]time.Duration, runs)
+	for i := range times {
+		start := time.Now()
+		packer.Solve(snap, packer.Options{})
+		times[i] = time.Since(start)
+	}
+	r.solve = median(times)
+	start := time.Now()
+	r.bound, r.boundWhy = workload.LowerBound(snap)
+	r.boundTime = time.Since(start)
+	start = time.Now()
+	r.checkErrs = check.Plan(snap, plan, snap.Catalog)
+	r.checkTime = time.Since(start)
+	log.Info("measured", "case", c.Name, "solve", r.solve.String(), "nodes", r.nodes, "cost", r.cost, "bound", r.bound,
+		"boundTime", r.boundTime.String(), "checkerErrors", len(r.checkErrs), "checkTime", r.checkTime.String())
+	for i, e := range r.checkErrs {
+		if i == 3 {
+			break
+		}
+		log.Warn("checker", "case", c.Name, "err", e.Error())
+	}
+	return r
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// timeProcess writes the case as YAML and times `joiner plan` on it, stdout to
+// /dev/null; one more run writes the JSON to check every pod is in it.
+func timeProcess(ctx context.Context, sp *spawnerClient, r *result, bin, tmp string, runs int, log *slog.Logger) {
+	dir := filepath.Join(tmp, r.c.Name)
+	n, err := workload.WriteYAML(dir, r.c.Snapshot())
+	if err != nil {
+		r.procErr = "writing YAML: " + err.Error()
+		return
+	}
+	catPath := r.c.CatalogPath
+	if catPath == "" {
+		catPath = filepath.Join(tmp, "catalog-"+r.c.Name+".json")
+		var buf bytes.Buffer
+		if err := r.c.Catalog.WriteJSON(&buf); err != nil {
+			r.procErr = "writing catalog: " + err.Error()
+			return
+		}
+		if err := os.WriteFile(catPath, buf.Bytes(), 0o644); err != nil {
+			r.procErr = "writing catalog: " + err.Error()
+			return
+		}
+	}
+	args := []string{"plan", "-f", dir, "--catalog", catPath, "-o", "json"}
+	times := make([]time.Duration, 0, runs)
+	for i := 0; i < runs; i++ {
+		res, err := sp.run(append([]string{bin}, args...))
+		if err != nil {
+			r.procErr = "joiner plan: " + err.Error()
+			log.Error("joiner plan", "case", r.c.Name, "err", err)
+			return
+		}
+		times = append(times, time.Duration(res.WallNs))
+		r.procRSSKiB = max(r.procRSSKiB, res.MaxRSSKiB)
+	}
+	r.procTime = median(times)
+	// Untimed: read the plan back and count its pods.
+	out, err := exec.CommandContext(ctx, bin, args...).Output()
+	if err != nil {
+		r.procErr = "joiner plan (validation run): " + err.Error()
+		return
+	}
+	var plan packer.Plan
+	if err := json.Unmarshal(out, &plan); err != nil {
+		r.procErr = "joiner plan output is not a plan: " + err.Error()
+		return
+	}
+	for _, nn := range plan.NewNodes {
+		r.procPods += len(nn.Pods)
+	}
+	for _, e := range plan.ExistingNodes {
+		r.procPods += len(e.Pods)
+	}
+	r.procPods += len(plan.Unschedulable)
+	r.procCost = plan.TotalPricePerHour
+	if r.procPods != n {
+		r.procErr = fmt.Sprintf("joiner plan accounted for %d pods, the manifests hold %d", r.procPods, n)
+	}
+	log.Info("process", "case", r.c.Name, "wall", r.procTime.String(), "maxRSSKiB", r.procRSSKiB, "cost", r.procCost)
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+func report(w io.Writer, results []*result, procNote string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tpods\tsolve\tpods/s\tnodes\tunsched\tcost $/h\tbound $/h\tcost/bound\tpeak heap MiB\tchecker errs\tprocess\tprocess pods/s\tmax RSS MiB\tprocess cost $/h\t")
+	for _, r := range results {
+		proc, procRate, rss, pcost := "n/a", "n/a", "n/a", "n/a"
+		if r.procTime > 0 {
+			proc = r.procTime.Round(time.Millisecond).String()
+			procRate = fmt.Sprintf("%.0f", r.procRate())
+			rss = fmt.Sprintf("%.0f", float64(r.procRSSKiB)/1024)
+			pcost = fmt.Sprintf("%.2f", r.procCost)
+		}
+		ratio := "n/a"
+		if r.bound > 0 {
+			ratio = fmt.Sprintf("%.3f", r.cost/r.bound)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%d\t%d\t%.2f\t%.2f\t%s\t%.1f\t%d\t%s\t%s\t%s\t%s\t\n",
+			r.c.Name, r.c.Pods, r.solve.Round(time.Millisecond), r.inProcRate(), r.nodes, r.unsched, r.cost, r.bound, ratio,
+			mib(r.peakHeap), len(r.checkErrs), proc, procRate, rss, pcost)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "solve and pods/s: packer.Solve in-process, median; process: whole `joiner plan -f DIR --catalog FILE -o json > /dev/null`, median wall time;")
+	fmt.Fprintln(w, "peak heap: largest HeapAlloc (live + uncollected, input included) sampled every 100µs during one Solve; max RSS from getrusage of the joiner process.")
+	for _, r := range results {
+		if r.procErr != "" {
+			fmt.Fprintf(w, "%s: process: %s\n", r.c.Name, r.procErr)
+		}
+		fmt.Fprintf(w, "%s: bound (%s): %s\n", r.c.Name, r.boundTime.Round(time.Millisecond), r.boundWhy)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "targets:")
+	for _, t := range targets(results) {
+		fmt.Fprintf(w, "  %-4s %s\n", t.verdict, t.text)
+	}
+	if procNote != "" {
+		fmt.Fprintf(w, "note: %s; throughput targets were judged on in-process figures.\n", procNote)
+	}
+}
+
+type target struct{ verdict, text string }
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// rate is the throughput a target is judged on: the whole process when it was
+// timed, else the engine in-process (labelled).
+func rate(r *result) (float64, string) {
+	if r.procTime > 0 {
+		return r.procRate(), "process"
+	}
+	return r.inProcRate(), "in-process"
+}
+
+func targets(results []*result) []target {
+	by := map[string]*result{}
+	for _, r := range results {
+		by[r.c.Name] = r
+	}
+	var out []target
+	for _, n := range []string{"karpenter-2000", "karpenter-20000"} {
+		if r := by[n]; r != nil {
+			v, how := rate(r)
+			out = append(out, target{verdict(v >= 25000), fmt.Sprintf("≥ 25,000 pods/s at %d pods: %.0f pods/s (%s)", r.c.Pods, v, how)})
+		}
+	}
+	if r := by["karpenter-20000"]; r != nil {
+		d, how := r.procTime, "process"
+		if d == 0 {
+			d, how = r.solve, "in-process"
+		}
+		out = append(out, target{verdict(d < time.Second), fmt.Sprintf("20,000 pods in < 1 s: %s (%s)", d.Round(time.Millisecond), how)})
+		out = append(out, target{verdict(r.peakHeap <= 256<<20), fmt.Sprintf("peak heap ≤ 256 MiB at 20,000 pods: %.1f MiB (in-process HeapAlloc; process max RSS %.0f MiB)",
+			mib(r.peakHeap), float64(r.procRSSKiB)/1024)})
+	}
+	if r := by["preferences-4000"]; r != nil {
+		v, how := rate(r)
+		out = append(out, target{verdict(v >= 10000), fmt.Sprintf("preferences case ≥ 10,000 pods/s: %.0f pods/s (%s)", v, how)})
+	}
+	for _, r := range results {
+		if r.c.Pods < 1000 {
+			continue
+		}
+		ok := r.bound > 0 && r.cost <= 1.05*r.bound
+		ratio := "no bound"
+		if r.bound > 0 {
+			ratio = fmt.Sprintf("%.3f", r.cost/r.bound)
+		}
+		out = append(out, target{verdict(ok), fmt.Sprintf("cost ≤ 1.05 × bound, %s: %s ($%.2f vs $%.2f/h)", r.c.Name, ratio, r.cost, r.bound)})
+	}
+	for _, r := range results {
+		out = append(out, target{verdict(len(r.checkErrs) == 0 && r.procErr == ""), fmt.Sprintf("valid plan, %s: %d checker errors%s", r.c.Name, len(r.checkErrs), procSuffix(r))})
+	}
+	return out
+}
+
+func procSuffix(r *result) string {
+	if r.procErr == "" {
+		return ""
+	}
+	return "; process: " + r.procErr
+}

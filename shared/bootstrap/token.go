@@ -1,0 +1,106 @@
+package bootstrap
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// EC2NodeClass annotations that configure the kubeadm bootstrap token of a
+// self-managed cluster (amiFamily Custom). The token itself never appears in a
+// manifest: the annotations name where it is stored.
+//
+//	joiner.dev/bootstrap-token-parameter: /kubean/bootstrap-token   # SSM SecureString
+//	joiner.dev/bootstrap-token-secret: kubean/bootstrap-token       # or Secrets Manager (name or ARN)
+//	joiner.dev/bootstrap-token-fetch: instance                      # optional: "launch" (default) or "instance"
+//	joiner.dev/ca-cert-hash: sha256:<hex>                           # optional: kubeadm discovery hash
+//
+// With fetch "launch" Joiner reads the token when it creates the launch
+// template and {{ .BootstrapToken }} is the token. With "instance" the token
+// never leaves AWS through Joiner: {{ .BootstrapTokenFetch }} renders a shell
+// line that reads it on the instance (its instance profile needs
+// ssm:GetParameter or secretsmanager:GetSecretValue) into $JOINER_BOOTSTRAP_TOKEN,
+// and {{ .BootstrapToken }} renders as "${JOINER_BOOTSTRAP_TOKEN}".
+const (
+	AnnotationTokenParameter = "joiner.dev/bootstrap-token-parameter"
+	AnnotationTokenSecret    = "joiner.dev/bootstrap-token-secret"
+	AnnotationTokenFetch     = "joiner.dev/bootstrap-token-fetch"
+	AnnotationCACertHash     = "joiner.dev/ca-cert-hash"
+
+	TokenFetchLaunch   = "launch"
+	TokenFetchInstance = "instance"
+)
+
+// TokenSource says where a kubeadm bootstrap token is stored and who reads it.
+type TokenSource struct {
+	// SSMParameter is the name of an SSM SecureString parameter.
+	SSMParameter string
+	// SecretID is a Secrets Manager secret name or ARN (its SecretString is the token).
+	SecretID string
+	// OnInstance makes the instance read the token itself.
+	OnInstance bool
+}
+
+// Configured reports whether a source is named.
+func (s TokenSource) Configured() bool { return s.SSMParameter != "" || s.SecretID != "" }
+
+// safeName matches SSM parameter names and Secrets Manager names and ARNs; it
+// keeps them safe inside single quotes in the fetch command.
+var safeName = regexp.MustCompile(`^[A-Za-z0-9/_.:+=@-]{1,1000}$`)
+
+// TokenSourceFromAnnotations reads the token source of an EC2NodeClass.
+func TokenSourceFromAnnotations(annotations map[string]string) (TokenSource, error) {
+	s := TokenSource{
+		SSMParameter: strings.TrimSpace(annotations[AnnotationTokenParameter]),
+		SecretID:     strings.TrimSpace(annotations[AnnotationTokenSecret]),
+	}
+	if s.SSMParameter != "" && s.SecretID != "" {
+		return TokenSource{}, fmt.Errorf("annotations %s and %s are both set: name one bootstrap token source", AnnotationTokenParameter, AnnotationTokenSecret)
+	}
+	for _, v := range []string{s.SSMParameter, s.SecretID} {
+		if v != "" && !safeName.MatchString(v) {
+			return TokenSource{}, fmt.Errorf("bootstrap token source %q is not a valid SSM parameter or secret name", v)
+		}
+	}
+	switch mode := strings.TrimSpace(annotations[AnnotationTokenFetch]); mode {
+	case "", TokenFetchLaunch:
+	case TokenFetchInstance:
+		if !s.Configured() {
+			return TokenSource{}, fmt.Errorf("annotation %s: %s needs %s or %s to name the token", AnnotationTokenFetch, TokenFetchInstance, AnnotationTokenParameter, AnnotationTokenSecret)
+		}
+		s.OnInstance = true
+	default:
+		return TokenSource{}, fmt.Errorf("annotation %s is %q: want %q or %q", AnnotationTokenFetch, mode, TokenFetchLaunch, TokenFetchInstance)
+	}
+	return s, nil
+}
+
+// FetchCommand is the shell line that reads the token on the instance into
+// $JOINER_BOOTSTRAP_TOKEN with the AWS CLI.
+func (s TokenSource) FetchCommand(region string) (string, error) {
+	if region != "" && !safeName.MatchString(region) {
+		return "", fmt.Errorf("region %q is invalid", region)
+	}
+	regionArg := ""
+	if region != "" {
+		regionArg = " --region '" + region + "'"
+	}
+	switch {
+	case s.SSMParameter != "":
+		return fmt.Sprintf(`%s="$(aws ssm get-parameter%s --name '%s' --with-decryption --query Parameter.Value --output text)"`, TokenVariable, regionArg, s.SSMParameter), nil
+	case s.SecretID != "":
+		return fmt.Sprintf(`%s="$(aws secretsmanager get-secret-value%s --secret-id '%s' --query SecretString --output text)"`, TokenVariable, regionArg, s.SecretID), nil
+	}
+	return "", fmt.Errorf("no bootstrap token source configured (annotation %s or %s)", AnnotationTokenParameter, AnnotationTokenSecret)
+}
+
+// kubeadmToken is the format kubeadm issues: [a-z0-9]{6}.[a-z0-9]{16}.
+var kubeadmToken = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+
+// ValidateToken checks a token read from a store without echoing it back.
+func ValidateToken(token string) error {
+	if !kubeadmToken.MatchString(strings.TrimSpace(token)) {
+		return fmt.Errorf("the stored bootstrap token is not in kubeadm's [a-z0-9]{6}.[a-z0-9]{16} format (value not shown)")
+	}
+	return nil
+}

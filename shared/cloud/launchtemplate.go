@@ -1,0 +1,386 @@
+package cloud
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/joiner-autoscaler/joiner/shared/bootstrap"
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+)
+
+// LaunchTemplatePrefix starts the name of every launch template Joiner
+// creates: joiner/<cluster>/<hash of the template's content>.
+const LaunchTemplatePrefix = "joiner/"
+
+// Tag keys Joiner writes.
+const (
+	TagNodePool  = karpenter.NodePoolLabelKey
+	TagNodeClaim = karpenter.NodeClaimLabelKey
+	TagNodeClass = karpenter.NodeClassLabelKey
+	TagName      = "Name"
+	// TagManagedBy marks launch templates Joiner created, for clean-up.
+	TagManagedBy = "joiner.dev/managed-by"
+)
+
+// defaultBlockDevices are the root volumes Karpenter gives each family when
+// the class has no blockDeviceMappings (Custom keeps the AMI's own).
+func defaultBlockDevices(family string) []*karpenter.BlockDeviceMapping {
+	vol := func(dev, size string) *karpenter.BlockDeviceMapping {
+		q := resource.MustParse(size)
+		return &karpenter.BlockDeviceMapping{DeviceName: aws.String(dev), EBS: &karpenter.BlockDevice{
+			VolumeSize: &q, VolumeType: aws.String("gp3"), Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true),
+		}}
+	}
+	switch family {
+	case karpenter.AMIFamilyAL2, karpenter.AMIFamilyAL2023:
+		return []*karpenter.BlockDeviceMapping{vol("/dev/xvda", "20Gi")}
+	case karpenter.AMIFamilyBottlerocket:
+		return []*karpenter.BlockDeviceMapping{vol("/dev/xvda", "4Gi"), vol("/dev/xvdb", "20Gi")}
+	}
+	return nil
+}
+
+// blockDevices converts the class's mappings to launch template form.
+func blockDevices(family string, in []*karpenter.BlockDeviceMapping) ([]ec2types.LaunchTemplateBlockDeviceMappingRequest, error) {
+	if len(in) == 0 {
+		in = defaultBlockDevices(family)
+	}
+	var out []ec2types.LaunchTemplateBlockDeviceMappingRequest
+	for i, m := range in {
+		if m == nil || m.DeviceName == nil || *m.DeviceName == "" {
+			return nil, fmt.Errorf("blockDeviceMappings[%d]: deviceName is required", i)
+		}
+		r := ec2types.LaunchTemplateBlockDeviceMappingRequest{DeviceName: m.DeviceName}
+		if e := m.EBS; e != nil {
+			ebs := &ec2types.LaunchTemplateEbsBlockDeviceRequest{
+				DeleteOnTermination: e.DeleteOnTermination, Encrypted: e.Encrypted,
+				KmsKeyId: e.KMSKeyID, SnapshotId: e.SnapshotID,
+			}
+			if e.VolumeType != nil {
+				ebs.VolumeType = ec2types.VolumeType(*e.VolumeType)
+			}
+			if e.VolumeSize != nil {
+				gib := (e.VolumeSize.Value() + (1<<30 - 1)) >> 30
+				if gib <= 0 || gib > 65536 {
+					return nil, fmt.Errorf("blockDeviceMappings[%d]: volumeSize %s is out of range", i, e.VolumeSize.String())
+				}
+				ebs.VolumeSize = aws.Int32(int32(gib))
+			}
+			if e.IOPS != nil {
+				ebs.Iops = aws.Int32(int32(*e.IOPS))
+			}
+			if e.Throughput != nil {
+				ebs.Throughput = aws.Int32(int32(*e.Throughput))
+			}
+			r.Ebs = ebs
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// metadataOptions is IMDSv2 required with a hop limit of 1 unless the class
+// says otherwise.
+func metadataOptions(m *karpenter.MetadataOptions) *ec2types.LaunchTemplateInstanceMetadataOptionsRequest {
+	o := &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
+		HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointStateEnabled,
+		HttpTokens:              ec2types.LaunchTemplateHttpTokensStateRequired,
+		HttpPutResponseHopLimit: aws.Int32(1),
+		HttpProtocolIpv6:        ec2types.LaunchTemplateInstanceMetadataProtocolIpv6Disabled,
+	}
+	if m == nil {
+		return o
+	}
+	if m.HTTPEndpoint != nil {
+		o.HttpEndpoint = ec2types.LaunchTemplateInstanceMetadataEndpointState(*m.HTTPEndpoint)
+	}
+	if m.HTTPTokens != nil {
+		o.HttpTokens = ec2types.LaunchTemplateHttpTokensState(*m.HTTPTokens)
+	}
+	if m.HTTPPutResponseHopLimit != nil {
+		o.HttpPutResponseHopLimit = aws.Int32(int32(*m.HTTPPutResponseHopLimit))
+	}
+	if m.HTTPProtocolIPv6 != nil {
+		o.HttpProtocolIpv6 = ec2types.LaunchTemplateInstanceMetadataProtocolIpv6(*m.HTTPProtocolIPv6)
+	}
+	return o
+}
+
+// instanceProfile is the class's instance profile. Joiner creates none (that
+// needs IAM write access): with only spec.role it uses the profile of the
+// same name, which is what the IAM console and eksctl create for a role.
+func instanceProfile(nc *karpenter.EC2NodeClass) (string, error) {
+	switch {
+	case nc.Spec.InstanceProfile != nil && *nc.Spec.InstanceProfile != "":
+		return *nc.Spec.InstanceProfile, nil
+	case nc.Status.InstanceProfile != "":
+		return nc.Status.InstanceProfile, nil
+	case nc.Spec.Role != "":
+		return nc.Spec.Role, nil
+	}
+	return "", fmt.Errorf("EC2NodeClass %s: set spec.role or spec.instanceProfile", nc.Name)
+}
+
+// templateSpec is one launch template a launch needs.
+type templateSpec struct {
+	name string
+	data *ec2types.RequestLaunchTemplateData
+	ami  AMI
+}
+
+// buildTemplate renders user data and assembles the launch template data;
+// its name hashes the whole content, so any change makes a new template and
+// equal content reuses the existing one.
+func (p *Provider) buildTemplate(nc *karpenter.EC2NodeClass, ami AMI, userData string, groups []SecurityGroup) (templateSpec, error) {
+	profile, err := instanceProfile(nc)
+	if err != nil {
+		return templateSpec{}, err
+	}
+	bdm, err := blockDevices(Family(nc), nc.Spec.BlockDeviceMappings)
+	if err != nil {
+		return templateSpec{}, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
+	}
+	sgIDs := make([]string, 0, len(groups))
+	for _, g := range groups {
+		sgIDs = append(sgIDs, g.ID)
+	}
+	data := &ec2types.RequestLaunchTemplateData{
+		ImageId:             aws.String(ami.ID),
+		UserData:            aws.String(base64.StdEncoding.EncodeToString([]byte(userData))),
+		IamInstanceProfile:  &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(profile)},
+		MetadataOptions:     metadataOptions(nc.Spec.MetadataOptions),
+		BlockDeviceMappings: bdm,
+		Monitoring:          &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(nc.Spec.DetailedMonitoring != nil && *nc.Spec.DetailedMonitoring)},
+	}
+	if nc.Spec.AssociatePublicIPAddress != nil {
+		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{{
+			DeviceIndex: aws.Int32(0), AssociatePublicIpAddress: nc.Spec.AssociatePublicIPAddress, Groups: sgIDs,
+		}}
+	} else {
+		data.SecurityGroupIds = sgIDs
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return templateSpec{}, err
+	}
+	sum := sha256.Sum256(append([]byte(nc.Name+"\x00"), raw...))
+	return templateSpec{name: LaunchTemplatePrefix + p.cfg.ClusterName + "/" + hex.EncodeToString(sum[:10]), data: data, ami: ami}, nil
+}
+
+// ensureTemplate returns the ID of the named launch template, creating it when
+// it does not exist yet (a concurrent creator winning the race is fine). In
+// DRY_RUN the creation is only checked; the name is returned without an ID.
+func (p *Provider) ensureTemplate(ctx context.Context, nc *karpenter.EC2NodeClass, t templateSpec, dry *[]DryRunResult) (string, error) {
+	p.mu.Lock()
+	id, ok := p.templates[t.name]
+	p.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	id, err := p.findTemplate(ctx, t.name)
+	if err != nil || id != "" {
+		return id, err
+	}
+	in := &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String(t.name),
+		LaunchTemplateData: t.data,
+		TagSpecifications: []ec2types.TagSpecification{{
+			ResourceType: ec2types.ResourceTypeLaunchTemplate,
+			Tags: ec2Tags(map[string]string{
+				p.ownerTagKey(): "owned", TagNodeClass: nc.Name, TagManagedBy: "joiner",
+			}),
+		}},
+		DryRun: aws.Bool(p.cfg.DryRun),
+	}
+	out, err := p.api.EC2.CreateLaunchTemplate(ctx, in)
+	if p.cfg.DryRun {
+		r, ok := dryRunOutcome("CreateLaunchTemplate", t.name, err)
+		if !ok {
+			return "", wrap("CreateLaunchTemplate (dry run) "+t.name, err)
+		}
+		p.recordDryRun(r, dry)
+		return "", nil
+	}
+	switch {
+	case ErrorCode(err) == codeLTNameExists:
+		id, err = p.findTemplate(ctx, t.name)
+		if err == nil && id == "" {
+			err = fmt.Errorf("launch template %s reported as existing but not found", t.name)
+		}
+		return id, err
+	case err != nil:
+		return "", wrap("CreateLaunchTemplate "+t.name, err)
+	}
+	id = aws.ToString(out.LaunchTemplate.LaunchTemplateId)
+	p.log.Info("created launch template", "name", t.name, "id", id, "nodeClass", nc.Name, "image", t.ami.ID)
+	p.mu.Lock()
+	p.templates[t.name] = id
+	p.mu.Unlock()
+	return id, nil
+}
+
+func (p *Provider) findTemplate(ctx context.Context, name string) (string, error) {
+	// A name filter answers "none" instead of failing with NotFound.
+	out, err := p.api.EC2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{
+		Filters: []ec2types.Filter{{Name: aws.String("launch-template-name"), Values: []string{name}}},
+	})
+	if err != nil {
+		return "", wrap("DescribeLaunchTemplates "+name, err)
+	}
+	for _, lt := range out.LaunchTemplates {
+		if aws.ToString(lt.LaunchTemplateName) == name {
+			id := aws.ToString(lt.LaunchTemplateId)
+			p.mu.Lock()
+			p.templates[name] = id
+			p.mu.Unlock()
+			return id, nil
+		}
+	}
+	return "", nil
+}
+
+// bootstrapToken reads the kubeadm bootstrap token named by the class, once
+// per invocation. The value is never logged.
+func (p *Provider) bootstrapToken(ctx context.Context, class string, src bootstrap.TokenSource) (string, error) {
+	key := "ssm:" + src.SSMParameter
+	if src.SecretID != "" {
+		key = "secret:" + src.SecretID
+	}
+	p.mu.Lock()
+	tok, ok := p.tokens[key]
+	p.mu.Unlock()
+	if ok {
+		return tok, nil
+	}
+	switch {
+	case src.SSMParameter != "":
+		if p.api.SSM == nil {
+			return "", fmt.Errorf("EC2NodeClass %s: bootstrap token parameter %s needs an SSM client", class, src.SSMParameter)
+		}
+		out, err := p.api.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(src.SSMParameter), WithDecryption: aws.Bool(true)})
+		if err != nil {
+			return "", fmt.Errorf("EC2NodeClass %s: reading bootstrap token parameter %s: %w", class, src.SSMParameter, err)
+		}
+		if out.Parameter != nil {
+			tok = aws.ToString(out.Parameter.Value)
+		}
+	case src.SecretID != "":
+		if p.api.Secrets == nil {
+			return "", fmt.Errorf("EC2NodeClass %s: bootstrap token secret %s needs a Secrets Manager client", class, src.SecretID)
+		}
+		out, err := p.api.Secrets.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(src.SecretID)})
+		if err != nil {
+			return "", fmt.Errorf("EC2NodeClass %s: reading bootstrap token secret %s: %w", class, src.SecretID, err)
+		}
+		tok = aws.ToString(out.SecretString)
+	default:
+		return "", fmt.Errorf("EC2NodeClass %s: its user data needs a bootstrap token: annotate it with %s or %s", class, bootstrap.AnnotationTokenParameter, bootstrap.AnnotationTokenSecret)
+	}
+	tok = strings.TrimSpace(tok)
+	if err := bootstrap.ValidateToken(tok); err != nil {
+		return "", fmt.Errorf("EC2NodeClass %s: %w", class, err)
+	}
+	p.mu.Lock()
+	p.tokens[key] = tok
+	p.mu.Unlock()
+	return tok, nil
+}
+
+func ec2Tags(m map[string]string) []ec2types.Tag {
+	out := make([]ec2types.Tag, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
+	}
+	return out
+}
+
+func tagMap(tags []ec2types.Tag) map[string]string {
+	m := make(map[string]string, len(tags))
+	for _, t := range tags {
+		m[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	return m
+}
+
+func (p *Provider) recordDryRun(r DryRunResult, into *[]DryRunResult) {
+	p.mu.Lock()
+	p.dryRuns = append(p.dryRuns, r)
+	p.mu.Unlock()
+	if into != nil {
+		*into = append(*into, r)
+	}
+	p.log.Info("dry run", "operation", r.Operation, "target", r.Target, "allowed", r.Allowed, "permissionMissing", r.PermissionMissing, "code", r.Code)
+}
+
+// DryRuns returns every dry-run answer this provider received, in order.
+func (p *Provider) DryRuns() []DryRunResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.dryRuns)
+}
+
+// DeleteLaunchTemplates deletes the launch templates Joiner created for an
+// EC2NodeClass (when the class is deleted or its templates are superseded),
+// except those named in keep. Only templates carrying this cluster's ownership
+// tag, Joiner's managed-by tag and the class tag are considered. It returns
+// the names deleted (in DRY_RUN: the names checked; see DryRuns).
+func (p *Provider) DeleteLaunchTemplates(ctx context.Context, nodeClass string, keep ...string) ([]string, error) {
+	pg := ec2.NewDescribeLaunchTemplatesPaginator(p.api.EC2, &ec2.DescribeLaunchTemplatesInput{
+		Filters: []ec2types.Filter{
+			{Name: aws.String("tag:" + p.ownerTagKey()), Values: []string{"owned"}},
+			{Name: aws.String("tag:" + TagManagedBy), Values: []string{"joiner"}},
+			{Name: aws.String("tag:" + TagNodeClass), Values: []string{nodeClass}},
+		},
+	})
+	var deleted []string
+	for pg.HasMorePages() {
+		out, err := pg.NextPage(ctx)
+		if err != nil {
+			return deleted, wrap("DescribeLaunchTemplates", err)
+		}
+		for _, lt := range out.LaunchTemplates {
+			name := aws.ToString(lt.LaunchTemplateName)
+			tags := tagMap(lt.Tags)
+			// Checked again: a lenient endpoint must not widen what Joiner deletes.
+			if slices.Contains(keep, name) || !strings.HasPrefix(name, LaunchTemplatePrefix+p.cfg.ClusterName+"/") ||
+				tags[p.ownerTagKey()] != "owned" || tags[TagNodeClass] != nodeClass || tags[TagManagedBy] != "joiner" {
+				continue
+			}
+			_, err := p.api.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId, DryRun: aws.Bool(p.cfg.DryRun)})
+			if p.cfg.DryRun {
+				r, ok := dryRunOutcome("DeleteLaunchTemplate", name, err)
+				if !ok {
+					return deleted, wrap("DeleteLaunchTemplate (dry run) "+name, err)
+				}
+				p.recordDryRun(r, nil)
+				deleted = append(deleted, name)
+				continue
+			}
+			if err != nil && ErrorCode(err) != "InvalidLaunchTemplateId.NotFound" {
+				return deleted, wrap("DeleteLaunchTemplate "+name, err)
+			}
+			p.mu.Lock()
+			delete(p.templates, name)
+			p.mu.Unlock()
+			deleted = append(deleted, name)
+		}
+	}
+	if len(deleted) > 0 {
+		p.log.Info("deleted launch templates", "nodeClass", nodeClass, "templates", deleted, "dryRun", p.cfg.DryRun)
+	}
+	return deleted, nil
+}

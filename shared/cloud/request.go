@@ -1,0 +1,57 @@
+package cloud
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/packer"
+)
+
+// RequestFor turns the engine's decision for one new node into a launch
+// request. The options are the node's Options (cheapest first); zones and
+// capacity types come from its requirements, so the launch may fall back to
+// any the pods accept; without a capacity-type requirement only the engine's
+// pick is allowed, and without a zone requirement every zone of the class is.
+func RequestFor(n packer.NewNode, nc *karpenter.EC2NodeClass) LaunchRequest {
+	req := LaunchRequest{
+		NodeClaim: n.Name, NodePool: n.NodePool, NodeClass: nc,
+		InstanceTypes: slices.Clone(n.Options), Labels: n.Labels, Taints: slices.Clone(n.Taints),
+	}
+	if len(req.InstanceTypes) == 0 && n.InstanceType != "" {
+		req.InstanceTypes = []string{n.InstanceType}
+	}
+	req.Zones = allowed(n.Requirements, corev1.LabelTopologyZone, nil)
+	req.CapacityTypes = allowed(n.Requirements, karpenter.CapacityTypeLabelKey, []string{n.CapacityType})
+	if n.CapacityType == "" && len(req.CapacityTypes) == 1 && req.CapacityTypes[0] == "" {
+		req.CapacityTypes = nil
+	}
+	return req
+}
+
+// allowed returns the values an In requirement on key permits, less NotIn
+// values; def when there is no In requirement.
+func allowed(reqs []karpenter.NodeSelectorRequirementWithMinValues, key string, def []string) []string {
+	var in, notIn []string
+	hasIn := false
+	for _, r := range reqs {
+		if r.Key != key {
+			continue
+		}
+		switch r.Operator {
+		case corev1.NodeSelectorOpIn:
+			if hasIn {
+				in = slices.DeleteFunc(in, func(v string) bool { return !slices.Contains(r.Values, v) })
+			} else {
+				in, hasIn = slices.Clone(r.Values), true
+			}
+		case corev1.NodeSelectorOpNotIn:
+			notIn = append(notIn, r.Values...)
+		}
+	}
+	if !hasIn {
+		in = slices.Clone(def)
+	}
+	return slices.DeleteFunc(in, func(v string) bool { return slices.Contains(notIn, v) })
+}

@@ -1,0 +1,288 @@
+package disruption
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+)
+
+// nodeClassLaunch is the part of an EC2NodeClass an instance is launched from.
+// Status (resolved subnets, AMIs) is left out: AMI drift is checked against
+// status.amis separately, and re-resolving the same selectors must not drift.
+type nodeClassLaunch struct {
+	AMISelectorTerms           []karpenter.AMISelectorTerm           `json:"amiSelectorTerms,omitempty"`
+	AMIFamily                  string                                `json:"amiFamily,omitempty"`
+	UserData                   string                                `json:"userData,omitempty"`
+	Role                       string                                `json:"role,omitempty"`
+	InstanceProfile            string                                `json:"instanceProfile,omitempty"`
+	SubnetSelectorTerms        []karpenter.SubnetSelectorTerm        `json:"subnetSelectorTerms,omitempty"`
+	SecurityGroupSelectorTerms []karpenter.SecurityGroupSelectorTerm `json:"securityGroupSelectorTerms,omitempty"`
+	Tags                       map[string]string                     `json:"tags,omitempty"`
+	BlockDeviceMappings        []*karpenter.BlockDeviceMapping       `json:"blockDeviceMappings,omitempty"`
+	MetadataOptions            *karpenter.MetadataOptions            `json:"metadataOptions,omitempty"`
+	Kubelet                    *karpenter.KubeletConfiguration       `json:"kubelet,omitempty"`
+	AssociatePublicIPAddress   *bool                                 `json:"associatePublicIPAddress,omitempty"`
+	DetailedMonitoring         *bool                                 `json:"detailedMonitoring,omitempty"`
+	InstanceStorePolicy        string                                `json:"instanceStorePolicy,omitempty"`
+	Context                    string                                `json:"context,omitempty"`
+}
+
+// NodeClassHash is a stable hash of the EC2NodeClass fields an instance is
+// launched from: AMI selector terms, amiFamily, userData, role, instanceProfile,
+// subnet and security-group selector terms, tags, blockDeviceMappings,
+// metadataOptions, kubelet, associatePublicIPAddress, detailedMonitoring,
+// instanceStorePolicy and context. Capacity-reservation selectors are left out:
+// they steer where new instances go, not what a running one is. Empty and unset
+// fields hash alike, and map order does not matter (encoding/json sorts keys).
+func NodeClassHash(nc *karpenter.EC2NodeClass) string {
+	if nc == nil {
+		return ""
+	}
+	s := nc.Spec
+	return hashJSON(nodeClassLaunch{
+		AMISelectorTerms:           s.AMISelectorTerms,
+		AMIFamily:                  deref(s.AMIFamily),
+		UserData:                   deref(s.UserData),
+		Role:                       s.Role,
+		InstanceProfile:            deref(s.InstanceProfile),
+		SubnetSelectorTerms:        s.SubnetSelectorTerms,
+		SecurityGroupSelectorTerms: s.SecurityGroupSelectorTerms,
+		Tags:                       s.Tags,
+		BlockDeviceMappings:        s.BlockDeviceMappings,
+		MetadataOptions:            s.MetadataOptions,
+		Kubelet:                    s.Kubelet,
+		AssociatePublicIPAddress:   s.AssociatePublicIPAddress,
+		DetailedMonitoring:         s.DetailedMonitoring,
+		InstanceStorePolicy:        deref(s.InstanceStorePolicy),
+		Context:                    deref(s.Context),
+	})
+}
+
+// nodePoolTemplate is the part of a NodePool's template a NodeClaim is stamped
+// from. Requirements are left out, as Karpenter leaves them out: widening a list of
+// instance types must not replace every node; a node whose labels no longer
+// satisfy the requirements is found by requirementDrift instead.
+type nodePoolTemplate struct {
+	Labels                 map[string]string             `json:"labels,omitempty"`
+	Annotations            map[string]string             `json:"annotations,omitempty"`
+	Taints                 []corev1.Taint                `json:"taints,omitempty"`
+	StartupTaints          []corev1.Taint                `json:"startupTaints,omitempty"`
+	NodeClassRef           *karpenter.NodeClassReference `json:"nodeClassRef,omitempty"`
+	TerminationGracePeriod string                        `json:"terminationGracePeriod,omitempty"`
+	ExpireAfter            string                        `json:"expireAfter,omitempty"`
+}
+
+// NodePoolHash is a stable hash of a NodePool's template: metadata labels and
+// annotations, taints, startupTaints, nodeClassRef, terminationGracePeriod and
+// expireAfter. Budgets, limits, weight and consolidation settings are behaviour,
+// not node shape, and are left out, as in Karpenter.
+func NodePoolHash(np *karpenter.NodePool) string {
+	if np == nil {
+		return ""
+	}
+	t := np.Spec.Template
+	h := nodePoolTemplate{
+		Labels:        t.ObjectMeta.Labels,
+		Annotations:   t.ObjectMeta.Annotations,
+		Taints:        t.Spec.Taints,
+		StartupTaints: t.Spec.StartupTaints,
+		NodeClassRef:  t.Spec.NodeClassRef,
+		ExpireAfter:   t.Spec.ExpireAfter.String(),
+	}
+	if ref := h.NodeClassRef; ref != nil {
+		// The defaulted and the written-out forms are the same reference.
+		r := *ref
+		if r.Group == "" {
+			r.Group = karpenter.AWSGroup
+		}
+		if r.Kind == "" {
+			r.Kind = karpenter.NodeClassKind
+		}
+		h.NodeClassRef = &r
+	}
+	if !t.Spec.ExpireAfter.IsSet() {
+		h.ExpireAfter = karpenter.DefaultExpireAfter.String()
+	}
+	if g := t.Spec.TerminationGracePeriod; g != nil {
+		h.TerminationGracePeriod = g.Duration.String()
+	}
+	return hashJSON(h)
+}
+
+func hashJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only plain data is hashed; a failure is a programming error.
+		panic(fmt.Sprintf("disruption: hash: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// driftReason explains why the node's NodeClaim drifted from its pool and class,
+// or returns "" when it has not.
+func (s *state) driftReason(n *nodeInfo) string {
+	nc, np := n.claim, n.pool
+	if c := findCondition(nc.Status.Conditions, karpenter.ConditionDrifted); c != nil && c.Status == metav1.ConditionTrue {
+		msg := "NodeClaim has condition Drifted=True"
+		if c.Reason != "" {
+			msg += " (" + c.Reason + ")"
+		}
+		return msg
+	}
+	if got, ok := nc.Annotations[s.opts.NodePoolHashAnnotation]; ok && hashComparable(nc, NodePoolHashVersionAnnotation) {
+		if want := NodePoolHash(np); got != want {
+			return fmt.Sprintf("NodePool %s template changed (annotation %s %s, now %s)", np.Name, s.opts.NodePoolHashAnnotation, got, want)
+		}
+	}
+	class := s.classFor(np, nc)
+	if class != nil {
+		if got, ok := nc.Annotations[s.opts.NodeClassHashAnnotation]; ok && hashComparable(nc, NodeClassHashVersionAnnotation) {
+			if want := NodeClassHash(class); got != want {
+				return fmt.Sprintf("EC2NodeClass %s changed (annotation %s %s, now %s)", class.Name, s.opts.NodeClassHashAnnotation, got, want)
+			}
+		}
+		if img := nc.Status.ImageID; img != "" && len(class.Status.AMIs) > 0 {
+			found := false
+			for _, a := range class.Status.AMIs {
+				if a.ID == img {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return fmt.Sprintf("image %s is no longer among EC2NodeClass %s's AMIs (%s)", img, class.Name, amiIDs(class))
+			}
+		}
+	}
+	return requirementDrift(np, n.labels())
+}
+
+// hashComparable reports whether the hash on nc was written by this hash function:
+// either no version is recorded or it is HashVersion.
+func hashComparable(nc *karpenter.NodeClaim, versionKey string) bool {
+	v, ok := nc.Annotations[versionKey]
+	return !ok || v == HashVersion
+}
+
+func amiIDs(nc *karpenter.EC2NodeClass) string {
+	s := ""
+	for i, a := range nc.Status.AMIs {
+		if i > 0 {
+			s += ", "
+		}
+		s += a.ID
+	}
+	return s
+}
+
+// requirementDrift names a pool requirement the node's labels no longer satisfy.
+// Keys the node does not label are not judged: the node cannot show them.
+func requirementDrift(np *karpenter.NodePool, labels map[string]string) string {
+	for _, r := range np.Spec.Template.Spec.Requirements {
+		v, ok := labels[r.Key]
+		if !ok {
+			continue
+		}
+		if !requirementMatches(r, v, ok) {
+			return fmt.Sprintf("label %s=%s no longer satisfies NodePool %s requirement %s %s %v", r.Key, v, np.Name, r.Key, r.Operator, r.Values)
+		}
+	}
+	return ""
+}
+
+// requirementMatches evaluates a Karpenter requirement (Kubernetes' operators plus
+// Gte and Lte) against a label's value and presence.
+func requirementMatches(r karpenter.NodeSelectorRequirementWithMinValues, v string, ok bool) bool {
+	switch r.Operator {
+	case corev1.NodeSelectorOpIn:
+		return ok && contains(r.Values, v)
+	case corev1.NodeSelectorOpNotIn:
+		return !ok || !contains(r.Values, v)
+	case corev1.NodeSelectorOpExists:
+		return ok
+	case corev1.NodeSelectorOpDoesNotExist:
+		return !ok
+	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt, karpenter.NodeSelectorOpGte, karpenter.NodeSelectorOpLte:
+		if !ok || len(r.Values) != 1 {
+			return false
+		}
+		have, err1 := strconv.ParseInt(v, 10, 64)
+		want, err2 := strconv.ParseInt(r.Values[0], 10, 64)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		switch r.Operator {
+		case corev1.NodeSelectorOpGt:
+			return have > want
+		case corev1.NodeSelectorOpLt:
+			return have < want
+		case karpenter.NodeSelectorOpGte:
+			return have >= want
+		}
+		return have <= want
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// expireAfter is the node's lifetime: the NodeClaim's own expireAfter (copied from
+// the pool when it was created, as in Karpenter v1), else the pool template's,
+// else 720h. ok is false for "Never".
+func expireAfter(nc *karpenter.NodeClaim, np *karpenter.NodePool) (time.Duration, bool) {
+	d := nc.Spec.ExpireAfter
+	if !d.IsSet() {
+		d = np.Spec.Template.Spec.ExpireAfter
+	}
+	switch {
+	case d.IsNever():
+		return 0, false
+	case d.Duration != nil:
+		return *d.Duration, true
+	}
+	return karpenter.DefaultExpireAfter, true
+}
+
+// terminationGracePeriod is the NodeClaim's, else the pool template's; ok is false
+// when neither sets one.
+func terminationGracePeriod(nc *karpenter.NodeClaim, np *karpenter.NodePool) (time.Duration, bool) {
+	if g := nc.Spec.TerminationGracePeriod; g != nil {
+		return g.Duration, true
+	}
+	if g := np.Spec.Template.Spec.TerminationGracePeriod; g != nil {
+		return g.Duration, true
+	}
+	return 0, false
+}
+
+func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package karpenter
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Labels Karpenter restricts or renames, as its v1 CRDs and webhooks do.
+const (
+	// ProvisionerNameLabelKey is the v1alpha5 Provisioner label, replaced by NodePoolLabelKey.
+	ProvisionerNameLabelKey = "karpenter.sh/provisioner-name"
+	hostnameLabelKey        = "kubernetes.io/hostname"
+)
+
+// allowedKubernetesIOLabels are the kubernetes.io labels a NodePool may name.
+var allowedKubernetesIOLabels = map[string]bool{
+	"beta.kubernetes.io/instance-type":         true,
+	"failure-domain.beta.kubernetes.io/region": true,
+	"beta.kubernetes.io/os":                    true,
+	"beta.kubernetes.io/arch":                  true,
+	"failure-domain.beta.kubernetes.io/zone":   true,
+	"topology.kubernetes.io/zone":              true,
+	"topology.kubernetes.io/region":            true,
+	"kubernetes.io/arch":                       true,
+	"kubernetes.io/os":                         true,
+	"node.kubernetes.io/windows-build":         true,
+}
+
+// WellKnownAWSLabels are the karpenter.k8s.aws labels that describe an instance type;
+// only these may appear in requirements or template labels.
+var WellKnownAWSLabels = map[string]bool{
+	"karpenter.k8s.aws/instance-encryption-in-transit-supported": true,
+	LabelInstanceCategory:                                      true,
+	"karpenter.k8s.aws/instance-hypervisor":                    true,
+	LabelInstanceFamily:                                        true,
+	LabelInstanceGeneration:                                    true,
+	"karpenter.k8s.aws/instance-local-nvme":                    true,
+	LabelInstanceSize:                                          true,
+	LabelInstanceCPU:                                           true,
+	"karpenter.k8s.aws/instance-cpu-manufacturer":              true,
+	"karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz": true,
+	LabelInstanceMemory:                                        true,
+	"karpenter.k8s.aws/instance-ebs-bandwidth":                 true,
+	"karpenter.k8s.aws/instance-network-bandwidth":             true,
+	LabelInstanceGPUName:                                       true,
+	LabelInstanceGPUManufacturer:                               true,
+	LabelInstanceGPUCount:                                      true,
+	LabelInstanceGPUMemory:                                     true,
+	"karpenter.k8s.aws/instance-accelerator-name":              true,
+	"karpenter.k8s.aws/instance-accelerator-manufacturer":      true,
+	"karpenter.k8s.aws/instance-accelerator-count":             true,
+	"karpenter.k8s.aws/instance-capability-flex":               true,
+}
+
+// DeprecatedLabels maps deprecated label keys to the keys that replaced them.
+var DeprecatedLabels = map[string]string{
+	"beta.kubernetes.io/arch":                  "kubernetes.io/arch",
+	"beta.kubernetes.io/os":                    "kubernetes.io/os",
+	"beta.kubernetes.io/instance-type":         "node.kubernetes.io/instance-type",
+	"failure-domain.beta.kubernetes.io/zone":   "topology.kubernetes.io/zone",
+	"failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
+}
+
+// labelDomain returns the part of a label key before '/', or "" for unprefixed keys.
+func labelDomain(k string) string {
+	if i := strings.IndexByte(k, '/'); i >= 0 {
+		return k[:i]
+	}
+	return ""
+}
+
+// restrictedLabel explains why key may not be used in a NodePool's requirements or
+// template labels, or returns "" when it may. allowNodePool admits karpenter.sh/nodepool,
+// which NodeClaims carry.
+func restrictedLabel(k string, allowNodePool bool) string {
+	switch k {
+	case ProvisionerNameLabelKey:
+		return "karpenter.sh/provisioner-name is the old v1alpha5 Provisioner label and is restricted in karpenter.sh/v1; " +
+			"delete it: every node already carries karpenter.sh/nodepool=<pool name>, which Joiner sets itself " +
+			"(pods pick a pool with nodeSelector karpenter.sh/nodepool: <pool name>)"
+	case NodePoolLabelKey:
+		if allowNodePool {
+			return ""
+		}
+		return "karpenter.sh/nodepool is set by Joiner itself to the pool's name; delete it here " +
+			"(pods pick a pool with nodeSelector karpenter.sh/nodepool: <pool name>)"
+	case hostnameLabelKey:
+		return "kubernetes.io/hostname is restricted: a node's hostname is only known once it runs; " +
+			"to spread pods over nodes use pod anti-affinity or topologySpreadConstraints on kubernetes.io/hostname"
+	case CapacityTypeLabelKey:
+		return ""
+	}
+	if allowedKubernetesIOLabels[k] || WellKnownAWSLabels[k] {
+		return ""
+	}
+	d := labelDomain(k)
+	switch {
+	case strings.HasSuffix(d, "node.kubernetes.io") || strings.HasSuffix(d, "node-restriction.kubernetes.io"):
+		return ""
+	case strings.HasSuffix(d, "node-role.kubernetes.io"):
+		return fmt.Sprintf("label %s is restricted (the kubelet may not set node-role.kubernetes.io labels); "+
+			"use a label in your own domain, such as example.com/role", k)
+	case strings.HasSuffix(d, "kubernetes.io"):
+		return fmt.Sprintf("label domain \"kubernetes.io\" is restricted; use a well-known label "+
+			"(kubernetes.io/arch, kubernetes.io/os, topology.kubernetes.io/zone, node.kubernetes.io/instance-type) "+
+			"or a label in your own domain, such as example.com/%s", strings.TrimPrefix(k, d+"/"))
+	case strings.HasSuffix(d, "kops.k8s.io"):
+		return ""
+	case strings.HasSuffix(d, "k8s.io"):
+		return fmt.Sprintf("label domain \"k8s.io\" is restricted; use a label in your own domain, such as example.com/%s",
+			strings.TrimPrefix(k, d+"/"))
+	case strings.HasSuffix(d, "karpenter.sh"):
+		return fmt.Sprintf("label domain \"karpenter.sh\" is restricted (only karpenter.sh/capacity-type may be named); "+
+			"use a label in your own domain, such as example.com/%s", strings.TrimPrefix(k, d+"/"))
+	case strings.HasSuffix(d, "karpenter.k8s.aws"):
+		return fmt.Sprintf("label %s is not a karpenter.k8s.aws instance label; use one of instance-category, instance-family, "+
+			"instance-generation, instance-size, instance-cpu, instance-memory, instance-gpu-name, instance-gpu-manufacturer, "+
+			"instance-gpu-count, instance-gpu-memory (prefixed karpenter.k8s.aws/)", k)
+	}
+	return ""
+}

@@ -1,0 +1,284 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// rawDoc is one document of a file before it is read as an object.
+type rawDoc struct {
+	index int
+	// line is the file line the document starts on, for YAML error messages.
+	line int
+	tree any
+	ph   *placeholders
+	err  string
+}
+
+// AddFile reads one file's content into the bundle; name is how problems refer to it.
+func (b *Bundle) AddFile(name string, data []byte) {
+	b.Files = append(b.Files, FileSummary{File: name})
+	text := strings.TrimPrefix(string(data), "\ufeff")
+	docs := splitJSON(text)
+	if docs == nil {
+		docs = splitYAML(text)
+	}
+	for _, rd := range docs {
+		b.Files[len(b.Files)-1].Documents++
+		b.decodeDoc(name, rd)
+	}
+}
+
+// looksJSON reports whether text starts (after blanks) with { or [.
+func looksJSON(text string) bool {
+	t := strings.TrimLeft(text, " \t\r\n")
+	return t != "" && (t[0] == '{' || t[0] == '[')
+}
+
+// splitJSON reads text as a sequence of JSON values, one document each. It returns nil
+// when the text is not JSON, so that it is read as YAML instead (YAML's flow style
+// accepts most near-JSON, such as a Helm action left unquoted).
+func splitJSON(text string) []rawDoc {
+	if !looksJSON(text) {
+		return nil
+	}
+	sub, ph := prescan(text)
+	dec := json.NewDecoder(strings.NewReader(sub))
+	dec.UseNumber()
+	var docs []rawDoc
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil
+		}
+		docs = append(docs, rawDoc{index: len(docs) + 1, line: 1, tree: v, ph: ph})
+	}
+	if len(docs) == 0 {
+		return nil
+	}
+	return docs
+}
+
+var yamlLineRe = regexp.MustCompile(`line (\d+)`)
+
+// splitYAML cuts text at "---" lines and parses each non-empty document. Documents
+// holding only blanks and comments are not counted.
+func splitYAML(text string) []rawDoc {
+	var docs []rawDoc
+	lines := strings.SplitAfter(text, "\n")
+	start := 0
+	flush := func(end int) {
+		if start >= end {
+			return
+		}
+		chunk := strings.Join(lines[start:end], "")
+		first := start + 1
+		start = end
+		if isBlankYAML(chunk) {
+			return
+		}
+		rd := rawDoc{index: len(docs) + 1, line: first}
+		sub, ph := prescan(chunk)
+		rd.ph = ph
+		j, err := yaml.YAMLToJSONStrict([]byte(sub))
+		if err != nil {
+			rd.err = yamlError(err, first)
+		} else {
+			dec := json.NewDecoder(bytes.NewReader(j))
+			dec.UseNumber()
+			if err := dec.Decode(&rd.tree); err != nil {
+				rd.err = "invalid YAML: " + err.Error()
+			}
+		}
+		docs = append(docs, rd)
+	}
+	for i, l := range lines {
+		t := strings.TrimRight(l, " \t\r\n")
+		if t == "---" || strings.HasPrefix(t, "--- ") || strings.HasPrefix(t, "---\t") || t == "..." {
+			flush(i)
+			start = i + 1
+			if rest := strings.TrimSpace(strings.TrimPrefix(t, "---")); rest != "" && rest != "..." && !strings.HasPrefix(rest, "#") {
+				// "--- value" starts the document on the separator line itself.
+				lines[i] = rest + "\n"
+				start = i
+			}
+		}
+	}
+	flush(len(lines))
+	return docs
+}
+
+func isBlankYAML(chunk string) bool {
+	for _, l := range strings.Split(chunk, "\n") {
+		t := strings.TrimSpace(l)
+		if t != "" && !strings.HasPrefix(t, "#") {
+			return false
+		}
+	}
+	return true
+}
+
+// yamlError makes a parser error one line, with line numbers counted in the file.
+func yamlError(err error, firstLine int) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "error converting YAML to JSON: ")
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg = yamlLineRe.ReplaceAllStringFunc(msg, func(m string) string {
+		n, err := strconv.Atoi(strings.TrimPrefix(m, "line "))
+		if err != nil {
+			return m
+		}
+		return "line " + strconv.Itoa(n+firstLine-1)
+	})
+	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " ")
+	return "invalid YAML: " + msg
+}
+
+// decodeDoc reads one document, recovering from any panic so that one document can
+// never take the others down (the fuzz test makes sure this never fires).
+func (b *Bundle) decodeDoc(file string, rd rawDoc) {
+	d := &docCtx{b: b, src: Source{File: file, Doc: rd.index}, ph: rd.ph}
+	defer func() {
+		if r := recover(); r != nil {
+			d.root().errorf("", "internal error while reading this document (please report it): %v", r)
+		}
+	}()
+	if rd.err != "" {
+		o := d.root()
+		o.errorf("", "%s", rd.err)
+		for _, t := range rd.ph.texts {
+			o.errorf("", "%s", placeholderMessage(t))
+		}
+		return
+	}
+	for _, l := range rd.ph.dropped {
+		d.root().errorf("", "Helm template line %s must be rendered first: run helm template and validate its output", l)
+	}
+	d.tree(rd.tree, "")
+}
+
+// docCtx is one document being read.
+type docCtx struct {
+	b   *Bundle
+	src Source
+	ph  *placeholders
+}
+
+func (d *docCtx) root() *objCtx { return &objCtx{d: d} }
+
+// objCtx is one object being read: problems go to the bundle with the object's path
+// prefix (set for List items), and a path already reported (a placeholder, an unknown
+// field) suppresses further problems at or below it, so each mistake is told once.
+type objCtx struct {
+	d          *docCtx
+	prefix     string
+	suppressed map[string]bool
+	errors     int
+}
+
+func (o *objCtx) add(path, msg string, warning bool) {
+	if o.isSuppressed(path) {
+		return
+	}
+	full := path
+	if o.prefix != "" {
+		full = o.prefix
+		if path != "" {
+			full += "." + path
+		}
+	}
+	o.d.b.addProblem(Problem{File: o.d.src.File, Doc: o.d.src.Doc, Path: full, Message: msg, Warning: warning})
+	if !warning {
+		o.errors++
+	}
+}
+
+func (o *objCtx) errorf(path, format string, args ...any) {
+	o.add(path, fmt.Sprintf(format, args...), false)
+}
+func (o *objCtx) warnf(path, format string, args ...any) {
+	o.add(path, fmt.Sprintf(format, args...), true)
+}
+
+func (o *objCtx) suppress(path string) {
+	if o.suppressed == nil {
+		o.suppressed = map[string]bool{}
+	}
+	o.suppressed[path] = true
+}
+
+func (o *objCtx) isSuppressed(path string) bool {
+	if len(o.suppressed) == 0 {
+		return false
+	}
+	for p := path; ; {
+		if o.suppressed[p] {
+			return true
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i <= 0 {
+			return false
+		}
+		p = p[:i]
+	}
+}
+
+// tree reads a decoded document: an object, a List of objects, or (in JSON) an array.
+func (d *docCtx) tree(v any, prefix string) {
+	switch x := v.(type) {
+	case nil:
+	case []any:
+		for i, item := range x {
+			d.tree(item, itemPath(prefix, i))
+		}
+	case map[string]any:
+		d.object(x, prefix)
+	default:
+		o := &objCtx{d: d, prefix: prefix}
+		o.errorf("", "not a Kubernetes object: expected a mapping with apiVersion and kind, got %s", describe(v))
+	}
+}
+
+// decodeTyped checks obj strictly against T's schema, reporting and dropping what does
+// not fit, then decodes what is left.
+func decodeTyped[T any](o *objCtx, obj map[string]any, hints map[string]hint, lenientStatus bool) *T {
+	out := new(T)
+	// What the walker reports it drops, so checks that follow would only repeat it.
+	w := &walker{report: func(p, m string) { o.errorf(p, "%s", m); o.suppress(p) }}
+	w.unknown = func(parent, field string, value any, m map[string]any, names []string) string {
+		if h, ok := hints[normalizePath(childPath(parent, field))]; ok {
+			msg, related := h(value, m)
+			for _, r := range related {
+				o.suppress(r)
+			}
+			return fmt.Sprintf("unknown field %q: %s", field, msg)
+		}
+		return ""
+	}
+	if lenientStatus {
+		w.lenient = func(p string) bool {
+			return p == "status" || strings.HasPrefix(p, "status.") || strings.HasPrefix(p, "status[")
+		}
+	}
+	w.walk(obj, reflect.TypeOf(out).Elem(), "")
+	data, err := json.Marshal(obj)
+	if err == nil {
+		err = json.Unmarshal(data, out)
+	}
+	if err != nil {
+		o.errorf("", "cannot decode this object: %v", err)
+	}
+	return out
+}

@@ -1,0 +1,64 @@
+package manifest
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzDecode feeds arbitrary bytes through the decoder: bad input must come back as
+// problems, never as a panic (decodeDoc's recover turns one into an "internal error"
+// problem, which fails the fuzz run as well). The seed manifests are the corpus.
+func FuzzDecode(f *testing.F) {
+	err := filepath.WalkDir(seeds, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err == nil {
+			f.Add(data)
+		}
+		return err
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{
+		"", "---", "--- |\n  x", "[1, {}]", `{"kind":"List","items":[{"kind":"Pod"}]}`, "apiVersion: v1\nkind: PodList\nitems: [{}]\n",
+		"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {replicas: 3, template: {spec: {containers: [{name: c}]}}}\n",
+		"kind: NodePool\napiVersion: karpenter.sh/v1beta1\nspec: {disruption: {expireAfter: 1h}, template: 5}\n",
+		"a: &a [*a, *a]\n", "{{ x }}: {{ y }}\n", "<X>: &lt;Y&gt;\n",
+	} {
+		f.Add([]byte(s))
+	}
+	old := MaxExpandedPods
+	MaxExpandedPods = 2000
+	defer func() { MaxExpandedPods = old }()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := Decode("fuzz.yaml", data)
+		for _, p := range b.Problems {
+			if strings.Contains(p.Message, "internal error") {
+				t.Fatalf("decoder panicked: %s", p)
+			}
+			if p.File != "fuzz.yaml" || p.Doc < 0 || p.Message == "" {
+				t.Fatalf("malformed problem %+v", p)
+			}
+		}
+		if len(b.Pods) > MaxExpandedPods+len(data) {
+			t.Fatalf("%d pods from %d bytes", len(b.Pods), len(data))
+		}
+		for _, p := range b.Pods {
+			if p == nil || p.Name == "" || p.Namespace == "" {
+				t.Fatalf("pod without name or namespace: %+v", p)
+			}
+			if _, ok := b.SourceOf(p); !ok {
+				t.Fatalf("pod %s has no source", p.Name)
+			}
+		}
+		if !b.HasErrors() && b.Err() != nil {
+			t.Fatal("Err disagrees with HasErrors")
+		}
+	})
+}

@@ -1,0 +1,410 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+)
+
+// kindAPIVersions says which apiVersion each kind Joiner reads lives in.
+var kindAPIVersions = map[string]string{
+	karpenter.NodePoolKind:  karpenter.APIVersion,
+	karpenter.NodeClaimKind: karpenter.APIVersion,
+	karpenter.NodeClassKind: karpenter.AWSAPIVersion,
+	"Pod":                   "v1",
+	"Node":                  "v1",
+	"DaemonSet":             "apps/v1",
+	"Deployment":            "apps/v1",
+	"ReplicaSet":            "apps/v1",
+	"StatefulSet":           "apps/v1",
+	"Job":                   "batch/v1",
+	"PodDisruptionBudget":   "policy/v1",
+}
+
+var knownKinds = func() []string {
+	var ks []string
+	for k := range kindAPIVersions {
+		ks = append(ks, k)
+	}
+	return ks
+}()
+
+func groupOf(apiVersion string) string {
+	if g, _, ok := strings.Cut(apiVersion, "/"); ok {
+		return g
+	}
+	return ""
+}
+
+// object reads one object: it decides from apiVersion and kind what it is, reports
+// mistakes in those, and hands it to the reader for its kind (or records it skipped).
+func (d *docCtx) object(obj map[string]any, prefix string) {
+	o := &objCtx{d: d, prefix: prefix}
+	apiVersion, avOK := obj["apiVersion"].(string)
+	kind, kindOK := obj["kind"].(string)
+	if _, present := obj["apiVersion"]; present && !avOK {
+		o.errorf("apiVersion", "must be a string such as karpenter.sh/v1, got %s", describe(obj["apiVersion"]))
+		return
+	}
+	if _, present := obj["kind"]; present && !kindOK {
+		o.errorf("kind", "must be a string such as NodePool, got %s", describe(obj["kind"]))
+		return
+	}
+	for _, f := range []struct{ path, v string }{{"apiVersion", apiVersion}, {"kind", kind}} {
+		if strings.Contains(f.v, sentinelPrefix) {
+			for _, m := range sentinelRe.FindAllString(f.v, -1) {
+				o.errorf(f.path, "%s", placeholderMessage(d.ph.restore(m)))
+			}
+			return
+		}
+	}
+
+	// Items of a typed list (PodList...) may omit their own apiVersion and kind.
+	if items, ok := obj["items"].([]any); ok && strings.HasSuffix(kind, "List") {
+		itemKind := strings.TrimSuffix(kind, "List")
+		for i, it := range items {
+			if m, ok := it.(map[string]any); ok && itemKind != "" {
+				if _, has := m["kind"]; !has {
+					m["kind"] = itemKind
+				}
+				if _, has := m["apiVersion"]; !has {
+					m["apiVersion"] = apiVersion
+				}
+			}
+			d.tree(it, childPath(prefix, itemPath("items", i)))
+		}
+		return
+	}
+
+	group := groupOf(apiVersion)
+	skip := func(note string) {
+		meta, _ := obj["metadata"].(map[string]any)
+		name, _ := meta["name"].(string)
+		ns, _ := meta["namespace"].(string)
+		d.b.Skipped = append(d.b.Skipped, Skipped{Source: d.src, APIVersion: apiVersion, Kind: kind, Namespace: ns, Name: name, Note: note})
+		d.b.Files[len(d.b.Files)-1].Skipped++
+	}
+
+	switch {
+	case kind == "" && apiVersion == "":
+		if _, ok := obj["Statement"]; ok {
+			skip("an IAM policy document, not a Kubernetes object")
+			return
+		}
+		o.errorf("", "not a Kubernetes object: apiVersion and kind are missing (write, for example, apiVersion: karpenter.sh/v1 and kind: NodePool)")
+		return
+	case kind == "":
+		o.errorf("kind", "kind is missing: write the object's kind, such as kind: NodePool")
+		return
+	case group == "eksctl.io":
+		skip("eksctl's " + kind + " is input to eksctl, not a Kubernetes object; Joiner reads NodePools and EC2NodeClasses instead")
+		return
+	}
+
+	// Resolve the kind Joiner will read this object as, reporting what was wrong.
+	readAs := kind
+	switch kind {
+	case "AWSNodeClass":
+		o.errorf("kind", "kind AWSNodeClass does not exist; use EC2NodeClass (apiVersion karpenter.k8s.aws/v1)")
+		readAs = karpenter.NodeClassKind
+	case "AWSNodeTemplate":
+		o.errorf("kind", "AWSNodeTemplate (karpenter.k8s.aws/v1alpha1) was replaced by EC2NodeClass: write apiVersion: karpenter.k8s.aws/v1 and kind: EC2NodeClass, with the field changes reported below")
+		readAs, apiVersion = karpenter.NodeClassKind, karpenter.AWSAPIVersion
+	case "Provisioner":
+		if group == karpenter.Group || group == "" {
+			o.errorf("kind", "Provisioner (karpenter.sh/v1alpha5) was replaced by NodePool: write apiVersion: karpenter.sh/v1 and kind: NodePool, with the field changes reported below")
+			readAs, apiVersion = karpenter.NodePoolKind, karpenter.APIVersion
+		}
+	case "Machine":
+		if group == karpenter.Group {
+			o.errorf("kind", "Machine (karpenter.sh/v1alpha5) was replaced by NodeClaim (karpenter.sh/v1); Joiner reads NodeClaims")
+			return
+		}
+	}
+	if _, known := kindAPIVersions[readAs]; !known {
+		c := karpenter.Closest(kind, knownKinds...)
+		isKarpenter := group == karpenter.Group || group == karpenter.AWSGroup
+		switch {
+		case c != "" && (isKarpenter || strings.EqualFold(c, kind)):
+			o.errorf("kind", "unknown kind %q; did you mean %s (apiVersion %s)?", kind, c, kindAPIVersions[c])
+			readAs = c
+		case isKarpenter:
+			o.errorf("kind", "Joiner does not read kind %s; the Karpenter kinds it reads are NodePool and NodeClaim (karpenter.sh/v1) and EC2NodeClass (karpenter.k8s.aws/v1)", kind)
+			return
+		case apiVersion == "":
+			o.errorf("apiVersion", "apiVersion is missing")
+			return
+		default:
+			skip("")
+			return
+		}
+	}
+
+	want := kindAPIVersions[readAs]
+	convert := ""
+	switch {
+	case apiVersion == want:
+	case apiVersion == "":
+		o.errorf("apiVersion", "apiVersion is missing: write apiVersion: %s", want)
+	case readAs == karpenter.NodePoolKind && apiVersion == karpenter.V1beta1APIVersion:
+		convert = "v1beta1"
+	case readAs == karpenter.NodeClaimKind && apiVersion == karpenter.V1beta1APIVersion:
+		convert = "v1beta1"
+	case readAs == karpenter.NodeClassKind && apiVersion == karpenter.AWSV1beta1APIVersion:
+		convert = "v1beta1"
+	case groupOf(want) != groupOf(apiVersion) && groupOf(apiVersion) != "extensions":
+		if groupOf(apiVersion) == karpenter.Group || groupOf(apiVersion) == karpenter.AWSGroup || groupOf(apiVersion) == "" {
+			o.errorf("apiVersion", "%s belongs to %s: write apiVersion: %s", readAs, groupOf(want), want)
+		} else {
+			// Someone else's kind that happens to share a name (a CRD of another
+			// project): not ours.
+			skip("")
+			return
+		}
+	default:
+		o.errorf("apiVersion", "%s %s is not served any more: write apiVersion: %s", apiVersion, readAs, want)
+	}
+
+	// Placeholders are found before anything moves, so paths read as written.
+	founds := d.ph.find(obj)
+	for _, f := range founds {
+		o.errorf(f.path, "%s", placeholderMessage(f.text))
+	}
+	for _, f := range founds {
+		o.suppress(f.path)
+	}
+	if convert != "" {
+		var ps []karpenter.Problem
+		switch readAs {
+		case karpenter.NodePoolKind:
+			ps = karpenter.ConvertNodePoolV1beta1(obj)
+		case karpenter.NodeClaimKind:
+			ps = karpenter.ConvertNodeClaimV1beta1(obj)
+		case karpenter.NodeClassKind:
+			ps = karpenter.ConvertEC2NodeClassV1beta1(obj)
+		}
+		o.addAll(ps)
+	}
+	obj["apiVersion"], obj["kind"] = want, readAs
+
+	switch readAs {
+	case karpenter.NodePoolKind:
+		d.nodePool(o, obj)
+	case karpenter.NodeClassKind:
+		d.nodeClass(o, obj)
+	case karpenter.NodeClaimKind:
+		d.nodeClaim(o, obj)
+	case "Node":
+		d.node(o, obj)
+	case "Pod":
+		d.pod(o, obj)
+	case "DaemonSet":
+		d.daemonSet(o, obj)
+	case "PodDisruptionBudget":
+		d.pdb(o, obj)
+	case "Deployment", "ReplicaSet", "StatefulSet", "Job":
+		d.workload(o, obj, readAs)
+	}
+}
+
+func (o *objCtx) addAll(ps []karpenter.Problem) {
+	for _, p := range ps {
+		o.add(p.Path, p.Message, p.Warning)
+	}
+}
+
+// meta checks metadata common to all kinds and fills the namespace of namespaced ones.
+func (o *objCtx) meta(kind string, m *metav1.ObjectMeta, namespaced bool) {
+	if m.Name == "" && kind != karpenter.NodePoolKind && kind != karpenter.NodeClassKind && kind != karpenter.NodeClaimKind {
+		// (Karpenter kinds' Validate reports their name.)
+		o.errorf("metadata.name", "metadata.name is required")
+	}
+	switch {
+	case namespaced && m.Namespace == "":
+		m.Namespace = metav1.NamespaceDefault
+	case !namespaced && m.Namespace != "":
+		o.warnf("metadata.namespace", "%s is cluster-scoped; namespace %q is ignored (delete it)", kind, m.Namespace)
+		m.Namespace = ""
+	}
+}
+
+// keep records an object defined once, reporting a duplicate otherwise. It returns
+// whether the object should be kept (no errors, not a duplicate). Invalid objects are
+// recorded too, so a NodePool naming an invalid EC2NodeClass is not told it is missing.
+func (o *objCtx) keep(kind, namespace, name string) bool {
+	id := objKey{kind, namespace, name}
+	if name != "" {
+		if first, dup := o.d.b.seen[id]; dup {
+			o.errorf("metadata.name", "duplicate %s %q: already defined at %s; rename or delete one", kind, qualified(namespace, name), first)
+			return false
+		}
+		o.d.b.seen[id] = o.d.src
+		if kind == karpenter.NodeClassKind {
+			o.d.b.classNames = append(o.d.b.classNames, name)
+		}
+	}
+	return o.errors == 0
+}
+
+func qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+func (d *docCtx) count(kind string, pods int) {
+	f := &d.b.Files[len(d.b.Files)-1]
+	for i := range f.Kinds {
+		if f.Kinds[i].Kind == kind {
+			f.Kinds[i].Count++
+			f.Kinds[i].Pods += pods
+			return
+		}
+	}
+	f.Kinds = append(f.Kinds, KindCount{Kind: kind, Count: 1, Pods: pods})
+}
+
+func (d *docCtx) nodePool(o *objCtx, obj map[string]any) {
+	limitsResourcesHint(o, obj)
+	np := decodeTyped[karpenter.NodePool](o, obj, nodePoolHints, true)
+	o.meta(karpenter.NodePoolKind, &np.ObjectMeta, false)
+	o.addAll(np.Validate())
+	np.SetDefaults()
+	if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil && ref.Name != "" {
+		p := "spec.template.spec.nodeClassRef.name"
+		if o.prefix != "" {
+			p = o.prefix + "." + p
+		}
+		d.b.classRefs = append(d.b.classRefs, classRef{src: d.src, path: p, name: ref.Name})
+	}
+	if o.keep(karpenter.NodePoolKind, "", np.Name) {
+		d.b.NodePools = append(d.b.NodePools, np)
+		d.b.sources[np] = d.src
+		d.count(karpenter.NodePoolKind, 0)
+	}
+}
+
+// limitsResourcesHint catches the v1alpha5 "limits: {resources: {...}}" shape, which
+// would otherwise read as a resource named "resources".
+func limitsResourcesHint(o *objCtx, obj map[string]any) {
+	spec, _ := obj["spec"].(map[string]any)
+	limits, _ := spec["limits"].(map[string]any)
+	res, ok := limits["resources"].(map[string]any)
+	if !ok {
+		return
+	}
+	flat := map[string]string{}
+	for k, v := range res {
+		flat[k] = fmt.Sprint(v)
+	}
+	o.errorf("spec.limits.resources", "limits list resources directly since v1beta1 (limits.resources is the v1alpha5 form): write limits: %s", flowMap(flat))
+	o.suppress("spec.limits.resources")
+	delete(limits, "resources")
+}
+
+func (d *docCtx) nodeClass(o *objCtx, obj map[string]any) {
+	nc := decodeTyped[karpenter.EC2NodeClass](o, obj, nodeClassHints, true)
+	o.meta(karpenter.NodeClassKind, &nc.ObjectMeta, false)
+	o.addAll(nc.Validate())
+	nc.SetDefaults()
+	if o.keep(karpenter.NodeClassKind, "", nc.Name) {
+		d.b.NodeClasses = append(d.b.NodeClasses, nc)
+		d.b.sources[nc] = d.src
+		d.count(karpenter.NodeClassKind, 0)
+	}
+}
+
+func (d *docCtx) nodeClaim(o *objCtx, obj map[string]any) {
+	nc := decodeTyped[karpenter.NodeClaim](o, obj, nil, true)
+	o.meta(karpenter.NodeClaimKind, &nc.ObjectMeta, false)
+	o.addAll(nc.Validate())
+	nc.SetDefaults()
+	if o.keep(karpenter.NodeClaimKind, "", nc.Name) {
+		d.b.NodeClaims = append(d.b.NodeClaims, nc)
+		d.b.sources[nc] = d.src
+		d.count(karpenter.NodeClaimKind, 0)
+	}
+}
+
+func (d *docCtx) node(o *objCtx, obj map[string]any) {
+	n := decodeTyped[corev1.Node](o, obj, nil, false)
+	o.meta("Node", &n.ObjectMeta, false)
+	validateTaintsCore(o, "spec.taints", n.Spec.Taints)
+	if o.keep("Node", "", n.Name) {
+		d.b.Nodes = append(d.b.Nodes, n)
+		d.b.sources[n] = d.src
+		d.count("Node", 0)
+	}
+}
+
+func (d *docCtx) pod(o *objCtx, obj map[string]any) {
+	p := decodeTyped[corev1.Pod](o, obj, nil, false)
+	o.meta("Pod", &p.ObjectMeta, true)
+	validatePodSpec(o, "spec", &p.Spec)
+	if o.keep("Pod", p.Namespace, p.Name) {
+		d.b.Pods = append(d.b.Pods, p)
+		d.b.sources[p] = d.src
+		d.count("Pod", 0)
+	}
+}
+
+func (d *docCtx) daemonSet(o *objCtx, obj map[string]any) {
+	ds := decodeTyped[appsv1.DaemonSet](o, obj, nil, false)
+	o.meta("DaemonSet", &ds.ObjectMeta, true)
+	checkSelector(o, ds.Spec.Selector, ds.Spec.Template.Labels, true)
+	validatePodSpec(o, "spec.template.spec", &ds.Spec.Template.Spec)
+	if o.keep("DaemonSet", ds.Namespace, ds.Name) {
+		d.b.DaemonSets = append(d.b.DaemonSets, ds)
+		d.b.sources[ds] = d.src
+		d.count("DaemonSet", 0)
+	}
+}
+
+func (d *docCtx) pdb(o *objCtx, obj map[string]any) {
+	pdb := decodeTyped[policyv1.PodDisruptionBudget](o, obj, nil, false)
+	o.meta("PodDisruptionBudget", &pdb.ObjectMeta, true)
+	if pdb.Spec.MinAvailable != nil && pdb.Spec.MaxUnavailable != nil {
+		o.errorf("spec", "minAvailable and maxUnavailable are mutually exclusive; keep one")
+	}
+	if pdb.Spec.Selector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil {
+			o.errorf("spec.selector", "invalid selector: %v", err)
+		}
+	}
+	if o.keep("PodDisruptionBudget", pdb.Namespace, pdb.Name) {
+		d.b.PDBs = append(d.b.PDBs, pdb)
+		d.b.sources[pdb] = d.src
+		d.count("PodDisruptionBudget", 0)
+	}
+}
+
+// checkSelector requires a selector that matches the pod template's labels, as apps/v1
+// does (required says whether the selector may be omitted).
+func checkSelector(o *objCtx, sel *metav1.LabelSelector, tmplLabels map[string]string, required bool) {
+	if sel == nil {
+		if required {
+			o.errorf("spec.selector", "spec.selector is required: write selector: {matchLabels: %s} matching spec.template.metadata.labels", flowMap(tmplLabels))
+		}
+		return
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		o.errorf("spec.selector", "invalid selector: %v", err)
+		return
+	}
+	if s.Empty() && required {
+		o.errorf("spec.selector", "empty selector: write selector: {matchLabels: %s} matching spec.template.metadata.labels", flowMap(tmplLabels))
+		return
+	}
+	if !s.Matches(labels.Set(tmplLabels)) {
+		o.errorf("spec.selector", "selector %s does not match spec.template.metadata.labels %s; make the template carry the selected labels", s.String(), flowMap(tmplLabels))
+	}
+}

@@ -1,0 +1,54 @@
+package workload
+
+import (
+	"fmt"
+
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/packer"
+)
+
+// Case is one benchmark case of the foundation issue.
+type Case struct {
+	// Name is the benchmark's sub-name: "karpenter-2000", "preferences-4000", "real-mixed-5000".
+	Name string
+	Pods int
+	// Snapshot builds the case's input (a fresh one on every call).
+	Snapshot func() *packer.Snapshot
+	// CatalogPath is the catalog file `joiner plan --catalog` should read, "" when
+	// the catalog was generated and must be written out first.
+	CatalogPath string
+	Catalog     *catalog.Catalog
+}
+
+// KarpenterCounts are the pod counts of the Karpenter-workload cases.
+var KarpenterCounts = []int{100, 1000, 2000, 5000, 20000}
+
+// Cases lists the benchmark cases: the Karpenter workload at KarpenterCounts and the
+// 4,000-pod preferences case on the bench catalog, and the 5,000-pod mixed workload
+// on the real catalog when it can be found.
+func Cases() ([]Case, error) {
+	bench, benchPath, err := BenchCatalog()
+	if err != nil {
+		return nil, err
+	}
+	if benchPath == "generated" {
+		benchPath = ""
+	}
+	var out []Case
+	for _, n := range KarpenterCounts {
+		n := n
+		out = append(out, Case{Name: fmt.Sprintf("karpenter-%d", n), Pods: n, Catalog: bench, CatalogPath: benchPath,
+			Snapshot: func() *packer.Snapshot { return KarpenterSnapshot(n, bench) }})
+	}
+	out = append(out, Case{Name: "preferences-4000", Pods: 4000, Catalog: bench, CatalogPath: benchPath,
+		Snapshot: func() *packer.Snapshot { return PreferenceSnapshot(4000, bench) }})
+	real, realPath, err := RealCatalog()
+	if err != nil {
+		return nil, err
+	}
+	if real != nil {
+		out = append(out, Case{Name: "real-mixed-5000", Pods: 5000, Catalog: real, CatalogPath: realPath,
+			Snapshot: func() *packer.Snapshot { return MixedSnapshot(5000, real) }})
+	}
+	return out, nil
+}
