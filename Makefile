@@ -9,7 +9,7 @@ FUNCTIONS := provisioner interruption consolidator
 LAMBDA_ARCH ?= arm64
 LDFLAGS := -s -w
 
-.PHONY: all build joiner functions forwarder test unit lint replay bench kube-assets clean
+.PHONY: all build joiner functions test lint replay bench kube-assets clean
 
 all: build
 
@@ -35,13 +35,20 @@ kube-assets:
 	bash scripts/kube-assets.sh build
 
 test: lint kube-assets
-	$(GO) test ./...
+	$(GO) test -timeout 30m ./...
+	$(MAKE) test-infra
 
+# Until scenario replay lands, the main job is planning the seed scenarios.
+REPLAY_SCENARIOS ?= testdata/seeds/001-heavy-app-fixed testdata/seeds/002-kubean-filled testdata/seeds/004-fargate-filled
 replay: joiner
-	./bin/joiner plan -f testdata/seeds/001-heavy-app -o table
+	@for d in $(REPLAY_SCENARIOS); do echo "== $$d"; ./bin/joiner plan -f $$d --explain || exit 1; echo; done
 
+# Go benchmarks of the engine, then the whole-process report against the targets.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./shared/packer/...
+	$(GO) run ./cmd/packbench
+
+include infra/infra.mk
 
 clean:
 	rm -rf bin dist

@@ -428,12 +428,18 @@ func TestCustomWithoutPlaceholdersUnchanged(t *testing.T) {
 }
 
 func TestPlaceholders(t *testing.T) {
-	got, err := Placeholders("{{ .ClusterName }} {{ if .BootstrapToken }}{{ .BootstrapToken }}{{ end }} {{ .NodeLabels | printf \"%s\" }}")
+	got, err := Placeholders("{{ .ClusterName }} {{.BootstrapToken}} {{ .BootstrapToken }} {{  .NodeLabels  }}")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"BootstrapToken", "ClusterName", "NodeLabels"}; !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+	// Only {{ .Name }} is a placeholder: anything else is refused, naming the action.
+	for _, bad := range []string{"{{ if .BootstrapToken }}x{{ end }}", "{{ .NodeLabels | printf \"%s\" }}", "a {{ .ClusterName"} {
+		if _, err := Placeholders(bad); err == nil || !strings.Contains(err.Error(), "not a valid template") {
+			t.Errorf("%q: err %v, want a template error", bad, err)
+		}
 	}
 }
 

@@ -1,13 +1,11 @@
 package bootstrap
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
-	"text/template"
-	"text/template/parse"
 )
 
 // Placeholder names the Custom family's user data may use as {{ .Name }}.
@@ -31,78 +29,64 @@ var knownPlaceholders = []string{
 // mode {{ .BootstrapToken }} renders as a reference to it.
 const TokenVariable = "JOINER_BOOTSTRAP_TOKEN"
 
-// Placeholders parses Custom user data as a Go text/template and returns the
-// placeholders it uses, sorted. It fails on a template syntax error and on any
-// placeholder outside the known set, naming it, so a typo is caught before an
-// instance boots with a broken script. Callers use it to read the bootstrap
-// token only when the user data asks for it.
-func Placeholders(userData string) ([]string, error) {
-	t, err := template.New("userData").Option("missingkey=error").Parse(userData)
-	if err != nil {
-		return nil, fmt.Errorf("amiFamily Custom: spec.userData is not a valid template: %w", err)
+// placeholderAction is the one template action Custom user data may use:
+// {{ .Name }}, with optional spaces and Go template trim markers left out.
+var placeholderAction = regexp.MustCompile(`^\s*\.([A-Za-z][A-Za-z0-9]*)\s*$`)
+
+// scanPlaceholders finds every {{ ... }} action. Only {{ .Name }} is accepted: a
+// full template engine (text/template) would make the linker keep every method of
+// every type reachable by reflection, tripling the Lambda binaries' size.
+func scanPlaceholders(userData string, fn func(start, end int, name string)) error {
+	rest, off := userData, 0
+	for {
+		i := strings.Index(rest, "{{")
+		if i < 0 {
+			return nil
+		}
+		j := strings.Index(rest[i+2:], "}}")
+		if j < 0 {
+			return fmt.Errorf("unclosed action at byte %d: %q", off+i, clip(rest[i:]))
+		}
+		body := rest[i+2 : i+2+j]
+		m := placeholderAction.FindStringSubmatch(body)
+		if m == nil {
+			return fmt.Errorf("unsupported action {{%s}} at byte %d: only {{ .Name }} placeholders are filled", body, off+i)
+		}
+		fn(off+i, off+i+2+j+2, m[1])
+		off += i + 2 + j + 2
+		rest = userData[off:]
 	}
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// Placeholders returns the placeholders Custom user data uses, sorted. It fails on
+// a malformed action and on any placeholder outside the known set, naming it, so a
+// typo is caught before an instance boots with a broken script. Callers use it to
+// read the bootstrap token only when the user data asks for it.
+func Placeholders(userData string) ([]string, error) {
 	used := map[string]bool{}
 	var unknown []string
-	if t.Tree != nil {
-		walk(t.Tree.Root, func(field string) {
-			if slices.Contains(knownPlaceholders, field) {
-				used[field] = true
-			} else if !slices.Contains(unknown, field) {
-				unknown = append(unknown, field)
-			}
-		})
+	err := scanPlaceholders(userData, func(_, _ int, field string) {
+		if slices.Contains(knownPlaceholders, field) {
+			used[field] = true
+		} else if !slices.Contains(unknown, field) {
+			unknown = append(unknown, field)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("amiFamily Custom: spec.userData is not a valid template: %w", err)
 	}
 	if len(unknown) > 0 {
 		return nil, fmt.Errorf("amiFamily Custom: spec.userData uses unknown placeholder %s; known placeholders: %s",
 			"{{ ."+strings.Join(unknown, " }}, {{ .")+" }}", strings.Join(knownPlaceholders, ", "))
 	}
 	return slices.Sorted(maps.Keys(used)), nil
-}
-
-// walk calls fn with the first field name of every .Field reference in the tree.
-func walk(n parse.Node, fn func(string)) {
-	switch n := n.(type) {
-	case *parse.ListNode:
-		if n == nil {
-			return
-		}
-		for _, c := range n.Nodes {
-			walk(c, fn)
-		}
-	case *parse.ActionNode:
-		walk(n.Pipe, fn)
-	case *parse.PipeNode:
-		if n == nil {
-			return
-		}
-		for _, c := range n.Cmds {
-			walk(c, fn)
-		}
-	case *parse.CommandNode:
-		for _, a := range n.Args {
-			walk(a, fn)
-		}
-	case *parse.FieldNode:
-		if len(n.Ident) > 0 {
-			fn(n.Ident[0])
-		}
-	case *parse.ChainNode:
-		walk(n.Node, fn)
-	case *parse.IfNode:
-		walk(n.Pipe, fn)
-		walk(n.List, fn)
-		walk(n.ElseList, fn)
-	case *parse.RangeNode:
-		walk(n.Pipe, fn)
-		walk(n.List, fn)
-		walk(n.ElseList, fn)
-	case *parse.WithNode:
-		walk(n.Pipe, fn)
-		walk(n.List, fn)
-		walk(n.ElseList, fn)
-	case *parse.TemplateNode:
-		walk(n.Pipe, fn)
-	}
 }
 
 // renderCustom fills the placeholders of the class's user data. User data
@@ -124,7 +108,7 @@ func renderCustom(o Options) (string, error) {
 			return "", err
 		}
 	}
-	data := map[string]any{
+	data := map[string]string{
 		PlaceholderClusterEndpoint:     o.ClusterEndpoint,
 		PlaceholderClusterName:         o.ClusterName,
 		PlaceholderCABundle:            o.CABundle,
@@ -150,14 +134,14 @@ func renderCustom(o Options) (string, error) {
 			return "", fmt.Errorf("amiFamily Custom: spec.userData uses {{ .%s }} but Joiner has no value for it (configure the cluster's %s)", name, placeholderSource[name])
 		}
 	}
-	t, err := template.New("userData").Option("missingkey=error").Parse(o.UserData)
-	if err != nil {
-		return "", fmt.Errorf("amiFamily Custom: spec.userData is not a valid template: %w", err)
-	}
-	var b bytes.Buffer
-	if err := t.Execute(&b, data); err != nil {
-		return "", fmt.Errorf("amiFamily Custom: filling spec.userData: %w", err)
-	}
+	var b strings.Builder
+	last := 0
+	_ = scanPlaceholders(o.UserData, func(start, end int, name string) { // already validated by Placeholders
+		b.WriteString(o.UserData[last:start])
+		b.WriteString(data[name])
+		last = end
+	})
+	b.WriteString(o.UserData[last:])
 	return b.String(), nil
 }
 

@@ -1,0 +1,23 @@
+// Command consolidator is Joiner's consolidator Lambda function. The handler lives in
+// shared/handlers; this main only wires it to the Lambda runtime.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/joiner-autoscaler/joiner/shared/handlers"
+)
+
+func main() {
+	fn, err := handlers.FromEnv(context.Background(), handlers.Consolidator)
+	if err != nil {
+		// Lambda reports the init error with this message on every invocation.
+		fmt.Fprintln(os.Stderr, "consolidator:", err)
+		os.Exit(1)
+	}
+	lambda.Start(fn)
+}

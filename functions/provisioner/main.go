@@ -1,0 +1,23 @@
+// Command provisioner is Joiner's provisioner Lambda function. The handler lives in
+// shared/handlers; this main only wires it to the Lambda runtime.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/joiner-autoscaler/joiner/shared/handlers"
+)
+
+func main() {
+	fn, err := handlers.FromEnv(context.Background(), handlers.Provisioner)
+	if err != nil {
+		// Lambda reports the init error with this message on every invocation.
+		fmt.Fprintln(os.Stderr, "provisioner:", err)
+		os.Exit(1)
+	}
+	lambda.Start(fn)
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// statement is an IAM statement as plain data, so the policy is readable in one place
+// and convertible to CDK.
+type statement struct {
+	Sid        string
+	Actions    []string
+	Resources  []string
+	Conditions map[string]map[string]any
+}
+
+func (s statement) cdk() awsiam.PolicyStatement {
+	props := &awsiam.PolicyStatementProps{
+		Sid:       jsii.String(s.Sid),
+		Effect:    awsiam.Effect_ALLOW,
+		Actions:   jsii.Strings(s.Actions...),
+		Resources: jsii.Strings(s.Resources...),
+	}
+	if len(s.Conditions) > 0 {
+		cond := map[string]any{}
+		for op, kv := range s.Conditions {
+			cond[op] = kv
+		}
+		props.Conditions = &cond
+	}
+	return awsiam.NewPolicyStatement(props)
+}
+
+// arns builds ARNs for the stack's partition, region and account (CloudFormation
+// pseudo parameters, resolved at deploy time).
+type arns struct{ partition, region, account string }
+
+func (a arns) ec2(resource string) string {
+	return "arn:" + a.partition + ":ec2:" + a.region + ":" + a.account + ":" + resource
+}
+
+// ec2Public is for resources other accounts may own (public AMIs, their snapshots).
+func (a arns) ec2Public(resource string) string {
+	return "arn:" + a.partition + ":ec2:" + a.region + "::" + resource
+}
+
+// ec2Describe are the read-only EC2 calls Joiner makes: instances and their types,
+// offerings, prices, AMIs, subnets, security groups, launch templates. Listed one by
+// one rather than ec2:Describe* so that the policy grants what is used.
+var ec2Describe = []string{
+	"ec2:DescribeAvailabilityZones",
+	"ec2:DescribeImages",
+	"ec2:DescribeInstances",
+	"ec2:DescribeInstanceTypeOfferings",
+	"ec2:DescribeInstanceTypes",
+	"ec2:DescribeLaunchTemplateVersions",
+	"ec2:DescribeLaunchTemplates",
+	"ec2:DescribeSecurityGroups",
+	"ec2:DescribeSpotPriceHistory",
+	"ec2:DescribeSubnets",
+}
+
+// functionStatements is the functions' whole EC2/IAM/SSM/EKS/Secrets policy (log and
+// DLQ permissions are added next to their resources). Every mutating EC2 action either
+// requires the cluster's ownership tag (aws:RequestTag when creating, aws:ResourceTag
+// when changing or deleting) or is limited to resource types it only reads (AMIs,
+// subnets, security groups referenced by RunInstances/CreateFleet).
+func functionStatements(cfg Config, a arns, nodeRoleArn, clusterArn string) []statement {
+	owned := OwnershipTagKey(cfg.ClusterName)
+	// What shared/cloud tags when it launches (TagSpecifications): the instance and its
+	// volumes, and its launch templates.
+	tagged := []string{a.ec2("instance/*"), a.ec2("volume/*"), a.ec2("launch-template/*")}
+	st := []statement{
+		{
+			Sid:       "EC2Read",
+			Actions:   ec2Describe,
+			Resources: []string{"*"},
+		},
+		{
+			// RunInstances/CreateFleet also authorize against the AMI, its snapshots,
+			// the subnet, the security groups and any capacity reservation. These are
+			// not modified, and AMIs are often another account's, so they cannot carry
+			// Joiner's tag; the created resources below must.
+			Sid:     "EC2LaunchUsingReadOnlyResources",
+			Actions: []string{"ec2:RunInstances", "ec2:CreateFleet"},
+			Resources: []string{
+				a.ec2Public("image/*"), a.ec2Public("snapshot/*"), a.ec2("subnet/*"),
+				a.ec2("security-group/*"), a.ec2("capacity-reservation/*"),
+			},
+		},
+		{
+			Sid:       "EC2LaunchFromOwnedLaunchTemplates",
+			Actions:   []string{"ec2:RunInstances", "ec2:CreateFleet"},
+			Resources: []string{a.ec2("launch-template/*")},
+			Conditions: map[string]map[string]any{
+				"StringEquals": {"aws:ResourceTag/" + owned: "owned"},
+			},
+		},
+		{
+			// The safety rule's guarantee: no instance (or volume) can be created
+			// without the cluster's ownership tag in the same request.
+			Sid:       "EC2CreateOwnedInstances",
+			Actions:   []string{"ec2:RunInstances", "ec2:CreateFleet"},
+			Resources: []string{a.ec2("instance/*"), a.ec2("volume/*")},
+			Conditions: map[string]map[string]any{
+				"StringEquals": {"aws:RequestTag/" + owned: "owned"},
+			},
+		},
+		{
+			// Created alongside an instance in the same call, whose instance and volume
+			// resources must carry the ownership tag (above). shared/cloud does not tag
+			// these, so a tag condition here would refuse every launch.
+			Sid:       "EC2LaunchByproducts",
+			Actions:   []string{"ec2:RunInstances", "ec2:CreateFleet"},
+			Resources: []string{a.ec2("fleet/*"), a.ec2("network-interface/*"), a.ec2("spot-instances-request/*")},
+		},
+		{
+			Sid:       "EC2CreateOwnedLaunchTemplates",
+			Actions:   []string{"ec2:CreateLaunchTemplate"},
+			Resources: []string{a.ec2("launch-template/*")},
+			Conditions: map[string]map[string]any{
+				"StringEquals": {"aws:RequestTag/" + owned: "owned"},
+			},
+		},
+		{
+			Sid:       "EC2TagOwnedResourcesOnCreate",
+			Actions:   []string{"ec2:CreateTags"},
+			Resources: tagged,
+			Conditions: map[string]map[string]any{
+				"StringEquals": {
+					"aws:RequestTag/" + owned: "owned",
+					"ec2:CreateAction":        []string{"RunInstances", "CreateFleet", "CreateLaunchTemplate"},
+				},
+			},
+		},
+		{
+			// Re-tagging after a launch (shared/cloud confirms an instance carries its
+			// tags and re-applies them) only on instances that already carry both
+			// ownership tags, and never changing the ownership value: the ownership tag
+			// cannot be written onto anything Joiner did not launch.
+			Sid:       "EC2TagOwnedInstances",
+			Actions:   []string{"ec2:CreateTags"},
+			Resources: []string{a.ec2("instance/*")},
+			Conditions: map[string]map[string]any{
+				"StringEquals":         {"aws:ResourceTag/" + owned: "owned"},
+				"StringLike":           {"aws:ResourceTag/" + NodePoolTagKey: "*"},
+				"StringEqualsIfExists": {"aws:RequestTag/" + owned: "owned"},
+			},
+		},
+		{
+			Sid:       "EC2TerminateOwnedInstances",
+			Actions:   []string{"ec2:TerminateInstances"},
+			Resources: []string{a.ec2("instance/*")},
+			Conditions: map[string]map[string]any{
+				"StringEquals": {"aws:ResourceTag/" + owned: "owned"},
+				"StringLike":   {"aws:ResourceTag/" + NodePoolTagKey: "*"},
+			},
+		},
+		{
+			Sid:       "EC2DeleteOwnedLaunchTemplates",
+			Actions:   []string{"ec2:DeleteLaunchTemplate"},
+			Resources: []string{a.ec2("launch-template/*")},
+			Conditions: map[string]map[string]any{
+				"StringEquals": {"aws:ResourceTag/" + owned: "owned"},
+			},
+		},
+		{
+			Sid:       "PassNodeRoleToEC2",
+			Actions:   []string{"iam:PassRole"},
+			Resources: []string{nodeRoleArn},
+			Conditions: map[string]map[string]any{
+				"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"},
+			},
+		},
+		{
+			Sid:       "SSMReadPublicParameters",
+			Actions:   []string{"ssm:GetParameter"},
+			Resources: []string{"arn:" + a.partition + ":ssm:" + a.region + "::parameter/aws/service/*"},
+		},
+		{
+			Sid:       "PricingRead",
+			Actions:   []string{"pricing:GetProducts"},
+			Resources: []string{"*"},
+		},
+	}
+	if cfg.BootstrapTokenParameter != "" {
+		st = append(st, statement{
+			Sid:       "SSMReadBootstrapToken",
+			Actions:   []string{"ssm:GetParameter"},
+			Resources: []string{"arn:" + a.partition + ":ssm:" + a.region + ":" + a.account + ":parameter" + cfg.BootstrapTokenParameter},
+		})
+	}
+	switch cfg.Kind {
+	case KindEKS:
+		st = append(st, statement{
+			Sid:       "EKSDescribeCluster",
+			Actions:   []string{"eks:DescribeCluster"},
+			Resources: []string{clusterArn},
+		})
+	case KindSelfManaged:
+		st = append(st, statement{
+			Sid:       "ReadClusterSecret",
+			Actions:   []string{"secretsmanager:GetSecretValue"},
+			Resources: []string{cfg.SecretArn},
+		})
+	}
+	return st
+}

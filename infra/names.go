@@ -1,0 +1,42 @@
+package main
+
+import "github.com/joiner-autoscaler/joiner/shared/kube/access"
+
+// Environment variables the stack sets on every function. Cluster access uses the
+// names shared/kube/access reads, so there is one definition of each.
+const (
+	EnvClusterAccess = access.EnvMode        // eks | self-managed
+	EnvClusterName   = access.EnvClusterName // the cluster's name (EKS name; ownership tag)
+	EnvSecretArn     = access.EnvSecretARN   // self-managed: endpoint, CA and token
+
+	EnvDryRun                  = "JOINER_DRY_RUN"                   // "true": decide and log, mutate nothing
+	EnvRebalanceMode           = "JOINER_REBALANCE_MODE"            // ignore | taint | replace
+	EnvNodeRoleArn             = "JOINER_NODE_ROLE_ARN"             // the role passed to instances
+	EnvNodeRoleName            = "JOINER_NODE_ROLE_NAME"            // EC2NodeClass spec.role must name it
+	EnvNodeInstanceProfile     = "JOINER_NODE_INSTANCE_PROFILE"     // instance profile holding the node role
+	EnvBootstrapTokenParameter = "JOINER_BOOTSTRAP_TOKEN_PARAMETER" // self-managed: SSM parameter with the join token
+	EnvFunction                = "JOINER_FUNCTION"                  // provisioner | interruption | consolidator
+)
+
+// MetricNamespace and the metric names of Joiner's CloudWatch EMF lines, which the
+// dashboard graphs.
+const (
+	MetricNamespace            = "Joiner"
+	MetricPodsPending          = "PodsPending"
+	MetricNodesLaunched        = "NodesLaunched"
+	MetricNodesTerminated      = "NodesTerminated"
+	MetricInterruptionsHandled = "InterruptionsHandled"
+	MetricDecisionMillis       = "DecisionMillis"
+	MetricSavingsPerHour       = "SavingsPerHour"
+)
+
+// FunctionsGroup is the Kubernetes group the functions' role maps to (EKS access
+// entry); deploy/'s RBAC binds it.
+const FunctionsGroup = "joiner:functions"
+
+// OwnershipTagKey is the tag every resource Joiner launches carries with value "owned";
+// the IAM policy conditions every mutating EC2 action on it.
+func OwnershipTagKey(cluster string) string { return "kubernetes.io/cluster/" + cluster }
+
+// NodePoolTagKey is the second ownership tag on instances (the NodePool's name).
+const NodePoolTagKey = "karpenter.sh/nodepool"

@@ -1,0 +1,230 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/joiner-autoscaler/joiner/events"
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/disruption"
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/kube"
+	"github.com/joiner-autoscaler/joiner/shared/packer"
+)
+
+// consolidatorLeaseWait: the next tick comes within minutes; waiting longer than
+// this only delays the tick after it.
+const consolidatorLeaseWait = 5 * time.Second
+
+// replacementWait bounds how long a consolidation waits for its replacement node to
+// be ready before it gives up this round (the replacement stays: it is capacity the
+// next round can use or remove).
+const replacementWait = 3 * time.Minute
+
+func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary) error {
+	switch ev.(type) {
+	case *events.ScheduledRule, *events.SchedulerTick:
+	default:
+		sum.Action, sum.Ignored = "ignored", fmt.Sprintf("%s is not a consolidation trigger", ev.Kind())
+		return nil
+	}
+	release, err := d.takeLease(ctx, consolidatorLeaseWait, sum)
+	if err != nil || release == nil {
+		return err
+	}
+	defer release()
+	st, err := d.readReconciled(ctx)
+	if err != nil {
+		return err
+	}
+	cat, err := d.catalogFor(ctx)
+	if err != nil {
+		return err
+	}
+	snap := st.Snapshot
+	snap.Catalog = cat
+	dec := disruption.Decide(disruption.Input{Now: d.now(), Snapshot: &snap, NodeClaims: st.NodeClaims, PDBs: st.PDBs,
+		Options: disruption.Options{MinSavingsFraction: d.Config.MinSavingsFraction}})
+	for _, w := range dec.Warnings {
+		d.log().Warn("consolidation input", "warning", w)
+	}
+	for _, b := range dec.Blocked {
+		d.log().Info("not disrupted", "node", b.Node, "reason", b.Reason)
+	}
+	var done []string
+	for _, cmd := range dec.Commands() {
+		if ctx.Err() != nil {
+			break
+		}
+		if msg, err := d.executeCommand(ctx, st, cat, cmd, sum); err != nil {
+			sum.fail(err)
+		} else if msg != "" {
+			done = append(done, msg)
+		}
+	}
+	leaks, err := d.cleanLeaks(ctx, st, sum)
+	if err != nil {
+		sum.fail(err)
+	}
+	done = append(done, leaks...)
+	if len(done) == 0 {
+		sum.Action = fmt.Sprintf("nothing to consolidate (%d node(s) considered, %d blocked)", len(st.Snapshot.Nodes), len(dec.Blocked))
+		return nil
+	}
+	sum.Action = strings.Join(done, "; ")
+	return nil
+}
+
+// executeCommand carries out one unit of the decision: launch its replacements and
+// wait until they are ready, then disrupt every node of the unit. A replacement that
+// fails or is not ready in time abandons the unit: nothing is drained.
+func (d *Deps) executeCommand(ctx context.Context, st *kube.ClusterState, cat *catalog.Catalog, cmd []disruption.Action, sum *Summary) (string, error) {
+	var replacements []packer.NewNode
+	for _, a := range cmd {
+		if a.Replacement != nil {
+			replacements = append(replacements, *a.Replacement)
+		}
+		replacements = append(replacements, a.AdditionalReplacements...)
+	}
+	names := make([]string, 0, len(cmd))
+	for _, a := range cmd {
+		names = append(names, a.Node)
+	}
+	if d.Config.DryRun {
+		return fmt.Sprintf("would %s %s (%s, dry run)", strings.ToLower(string(cmd[0].Kind)), strings.Join(names, ", "), cmd[0].Reason), nil
+	}
+	if len(replacements) > 0 {
+		plan := &packer.Plan{NewNodes: replacements}
+		got := d.launchPlan(ctx, st, cat, plan, string(cmd[0].Reason), sum)
+		if len(got) < len(replacements) {
+			return "", fmt.Errorf("%s of %s: a replacement did not launch; nothing disrupted", cmd[0].Reason, strings.Join(names, ", "))
+		}
+		if err := d.waitReady(ctx, got); err != nil {
+			return "", fmt.Errorf("%s of %s: %w; nothing disrupted this round", cmd[0].Reason, strings.Join(names, ", "), err)
+		}
+		var err error
+		if st, err = d.Cluster.ReadState(ctx); err != nil {
+			return "", err
+		}
+	}
+	var saved float64
+	for _, a := range cmd {
+		if err := d.disruptNode(ctx, st, a); err != nil {
+			return "", fmt.Errorf("%s node %s: %w", a.Reason, a.Node, err)
+		}
+		saved += a.SavingsPerHour
+		sum.NodesTerminated = append(sum.NodesTerminated, a.NodeClaim)
+		d.Metrics.Add("NodesTerminated", "Count", 1)
+	}
+	sum.SavingsPerHour += saved
+	d.Metrics.Add("SavingsPerHour", "None", saved)
+	verb := "deleted"
+	if len(replacements) > 0 {
+		verb = "replaced"
+	}
+	return fmt.Sprintf("%s %s (%s, saving $%.4f/h)", verb, strings.Join(names, ", "), cmd[0].Reason, saved), nil
+}
+
+// disruptNode taints, drains and deletes one node; any failure untaints it again.
+func (d *Deps) disruptNode(ctx context.Context, st *kube.ClusterState, a disruption.Action) error {
+	dis, err := d.Cluster.BeginDisruption(ctx, st, a.Node, kube.DisruptOptions{Reason: string(a.Reason), Involuntary: a.Forceful})
+	if err != nil {
+		return err
+	}
+	defer dis.Abandon(ctx)
+	opts := kube.DrainOptions{Reason: string(a.Reason)}
+	if a.Forceful {
+		opts.GraceDeadline = d.now()
+	}
+	if _, err := dis.Drain(ctx, opts); err != nil {
+		return err
+	}
+	return dis.Complete(ctx, terminator{d.Cloud})
+}
+
+// waitReady polls until every launched NodeClaim is Initialized.
+func (d *Deps) waitReady(ctx context.Context, got []launched) error {
+	deadline := d.now().Add(replacementWait)
+	for {
+		st, err := d.Cluster.ReadState(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := d.Cluster.Reconcile(ctx, st, terminator{d.Cloud}); err != nil {
+			return err
+		}
+		if st, err = d.Cluster.ReadState(ctx); err != nil {
+			return err
+		}
+		ready := 0
+		for _, l := range got {
+			for _, nc := range st.NodeClaims {
+				if nc.Name == l.NodeClaim && kube.ConditionTrue(nc.Status.Conditions, karpenter.ConditionInitialized) {
+					ready++
+				}
+			}
+		}
+		if ready == len(got) {
+			return nil
+		}
+		if !d.now().Before(deadline) {
+			return fmt.Errorf("replacement not ready after %s", replacementWait)
+		}
+		if err := d.sleep(ctx, 10*time.Second); err != nil {
+			return err
+		}
+	}
+}
+
+func (d *Deps) sleep(ctx context.Context, t time.Duration) error {
+	if d.Sleep != nil {
+		return d.Sleep(ctx, t)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(t):
+		return nil
+	}
+}
+
+// cleanLeaks terminates instances of this cluster's pools that no NodeClaim owns and
+// removes NodeClaims whose node never registered.
+func (d *Deps) cleanLeaks(ctx context.Context, st *kube.ClusterState, sum *Summary) ([]string, error) {
+	owned, err := d.Cloud.ListOwned(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list owned instances: %w", err)
+	}
+	in := make([]disruption.OwnedInstance, 0, len(owned))
+	for _, o := range owned {
+		in = append(in, disruption.OwnedInstance{ID: o.ID, State: o.State, LaunchTime: o.LaunchTime, Tags: o.Tags})
+	}
+	var out []string
+	var errs []error
+	for _, l := range disruption.Leaks(d.Config.ClusterName, in, st.NodeClaims, d.now(), 0) {
+		d.log().Warn("leak", "kind", l.Kind, "instance", l.InstanceID, "nodeclaim", l.NodeClaim, "reason", l.Reason)
+		if d.Config.DryRun {
+			out = append(out, fmt.Sprintf("would clean %s %s%s (dry run)", l.Kind, l.InstanceID, l.NodeClaim))
+			continue
+		}
+		switch l.Kind {
+		case disruption.TerminateInstance:
+			if _, err := d.Cloud.Terminate(ctx, l.InstanceID); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out = append(out, "terminated leaked instance "+l.InstanceID)
+		case disruption.DeleteNodeClaim:
+			if err := d.Cluster.DeleteNodeClaim(ctx, l.NodeClaim); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out = append(out, "removed NodeClaim "+l.NodeClaim+" that never registered")
+		}
+		sum.NodesTerminated = append(sum.NodesTerminated, l.InstanceID+l.NodeClaim)
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,79 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/cloud"
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/kube"
+)
+
+// Cloud is the EC2 side the handlers call; *cloud.Provider implements it.
+type Cloud interface {
+	Launch(ctx context.Context, req cloud.LaunchRequest) (cloud.Instance, error)
+	Terminate(ctx context.Context, ids ...string) (cloud.TerminateResult, error)
+	ListOwned(ctx context.Context) ([]cloud.OwnedInstance, error)
+	LiveCatalog(ctx context.Context, zones []string) (*catalog.Catalog, error)
+	Unavailable() *cloud.UnavailableOfferings
+}
+
+// Deps are what one invocation works with. Production builds them from the
+// environment (see FromEnv); replay and tests build them over the AWS simulator and
+// an in-memory or real API server. The handlers never reach around them.
+type Deps struct {
+	Config  Config
+	Cluster kube.Cluster
+	Cloud   Cloud
+	Log     *slog.Logger
+	Metrics *Metrics
+	// Now is the clock (simulated in replay).
+	Now func() time.Time
+	// Identity names the invocation (function name and request id): the Lease
+	// holder and the Events' reporting instance.
+	Identity string
+	// Sleep waits (simulated in replay); nil sleeps for real.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+func (d *Deps) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+func (d *Deps) log() *slog.Logger {
+	if d.Log != nil {
+		return d.Log
+	}
+	return slog.Default()
+}
+
+// terminator lets the Kubernetes side terminate a NodeClaim's instance through the
+// EC2 provider, which refuses instances Joiner does not own.
+type terminator struct{ cloud Cloud }
+
+func (t terminator) Terminate(ctx context.Context, nc *karpenter.NodeClaim) error {
+	id := kube.InstanceID(nc.Status.ProviderID)
+	if id == "" {
+		return nil // never launched: nothing to terminate
+	}
+	if _, err := t.cloud.Terminate(ctx, id); err != nil {
+		return fmt.Errorf("terminate instance %s of NodeClaim %s: %w", id, nc.Name, err)
+	}
+	return nil
+}
+
+// catalogFor returns the catalog with live prices; the provider already marks the
+// offerings its unavailable-offerings cache holds (recent ICE, spot interruptions).
+func (d *Deps) catalogFor(ctx context.Context) (*catalog.Catalog, error) {
+	cat, err := d.Cloud.LiveCatalog(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read instance types and prices: %w", err)
+	}
+	return cat, nil
+}

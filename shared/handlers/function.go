@@ -1,0 +1,172 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/joiner-autoscaler/joiner/events"
+	"github.com/joiner-autoscaler/joiner/shared/cloud"
+)
+
+// Function names.
+const (
+	Provisioner  = "provisioner"
+	Interruption = "interruption"
+	Consolidator = "consolidator"
+)
+
+// Summary is one invocation's decision summary: the handler's response and its
+// last log line.
+type Summary struct {
+	Function        string               `json:"function"`
+	Event           string               `json:"event"`
+	EventID         string               `json:"eventId,omitempty"`
+	Action          string               `json:"action"`
+	Ignored         string               `json:"ignored,omitempty"`
+	PodsPending     int                  `json:"podsPending"`
+	NodesLaunched   []string             `json:"nodesLaunched,omitempty"`
+	NodesTerminated []string             `json:"nodesTerminated,omitempty"`
+	Interruptions   int                  `json:"interruptionsHandled,omitempty"`
+	PricePerHour    float64              `json:"launchedPricePerHour,omitempty"`
+	SavingsPerHour  float64              `json:"savingsPerHour,omitempty"`
+	DecisionMillis  float64              `json:"decisionMillis"`
+	DryRun          []cloud.DryRunResult `json:"dryRun,omitempty"`
+	Errors          []string             `json:"errors,omitempty"`
+}
+
+func (s *Summary) fail(err error) {
+	if err != nil {
+		s.Errors = append(s.Errors, err.Error())
+	}
+}
+
+type runFunc func(ctx context.Context, d *Deps, ev events.Event, s *Summary) error
+
+// Function is one Lambda function. It implements aws-lambda-go's lambda.Handler, so
+// the Lambda runtime, `joiner invoke`, replay and tests all push raw event bytes
+// through the same decoding and handling.
+type Function struct {
+	name string
+	run  runFunc
+	// NewDeps builds the dependencies of one invocation.
+	newDeps func(ctx context.Context) (*Deps, error)
+	// MetricsOut receives the EMF line (stdout in Lambda).
+	MetricsOut io.Writer
+	seen       *dedupe
+}
+
+// NewFunction returns the named function over a dependency factory.
+func NewFunction(name string, newDeps func(ctx context.Context) (*Deps, error)) (*Function, error) {
+	var run runFunc
+	switch name {
+	case Provisioner:
+		run = runProvisioner
+	case Interruption:
+		run = runInterruption
+	case Consolidator:
+		run = runConsolidator
+	default:
+		return nil, fmt.Errorf("unknown function %q (want %s, %s or %s)", name, Provisioner, Interruption, Consolidator)
+	}
+	return &Function{name: name, run: run, newDeps: newDeps, MetricsOut: os.Stdout, seen: newDedupe(4096)}, nil
+}
+
+// Name returns the function's name.
+func (f *Function) Name() string { return f.name }
+
+// Invoke handles one raw event. Malformed input is an error (EventBridge retries it
+// into the dead-letter queue, where it can be read); events Joiner has no business
+// with, and repeats of an event already handled by this container, succeed without
+// doing anything.
+func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	start := time.Now()
+	sum := &Summary{Function: f.name}
+	ev, err := events.Decode(payload)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.name, err)
+	}
+	sum.Event = string(ev.Kind())
+	sum.EventID = ev.Meta().ID
+	d, err := f.newDeps(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.name, err)
+	}
+	log := d.log().With("function", f.name, "event", sum.Event, "eventId", sum.EventID)
+	d.Log = log
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics()
+	}
+	switch {
+	case ev.Kind() == events.KindIgnored:
+		sum.Action = "ignored"
+		sum.Ignored = ev.(*events.Ignored).Reason
+	case d.Config.AccountID != "" && ev.Meta().Account != "" && ev.Meta().Account != d.Config.AccountID:
+		sum.Action = "ignored"
+		sum.Ignored = fmt.Sprintf("event from account %s, not %s", ev.Meta().Account, d.Config.AccountID)
+	case f.seen.seen(ev.DedupeKey()):
+		sum.Action = "duplicate"
+		sum.Ignored = "already handled " + ev.DedupeKey()
+	default:
+		if err := f.run(ctx, d, ev, sum); err != nil {
+			sum.fail(err)
+			f.seen.forget(ev.DedupeKey()) // a failed attempt must be retried
+		}
+	}
+	sum.DecisionMillis = float64(time.Since(start).Microseconds()) / 1000
+	d.Metrics.Add("DecisionMillis", "Milliseconds", sum.DecisionMillis)
+	if err := d.Metrics.Flush(f.MetricsOut, f.name, d.Config.ClusterName, d.now()); err != nil {
+		log.Warn("could not write metrics", "error", err.Error())
+	}
+	if len(sum.Errors) > 0 {
+		log.Error("decision", "summary", sum)
+	} else {
+		log.Info("decision", "summary", sum)
+	}
+	out, err := json.Marshal(sum)
+	if err != nil {
+		return nil, err
+	}
+	if len(sum.Errors) > 0 {
+		return out, errors.New(f.name + ": " + sum.Errors[0])
+	}
+	return out, nil
+}
+
+// dedupe remembers recently handled event keys in a warm container: EventBridge
+// delivers at least once. Handlers are idempotent on cluster state as well; this
+// only saves the work.
+type dedupe struct {
+	mu    sync.Mutex
+	max   int
+	order []string
+	keys  map[string]bool
+}
+
+func newDedupe(max int) *dedupe { return &dedupe{max: max, keys: map[string]bool{}} }
+
+func (d *dedupe) seen(key string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.keys[key] {
+		return true
+	}
+	d.keys[key] = true
+	d.order = append(d.order, key)
+	if len(d.order) > d.max {
+		delete(d.keys, d.order[0])
+		d.order = d.order[1:]
+	}
+	return false
+}
+
+func (d *dedupe) forget(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.keys, key)
+}

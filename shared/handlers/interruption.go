@@ -1,0 +1,245 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/joiner-autoscaler/joiner/events"
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/kube"
+	"github.com/joiner-autoscaler/joiner/shared/packer"
+)
+
+// drainMargin is kept between the end of a drain and the moment the instance goes
+// away, so the Node and NodeClaim are deleted before EC2 pulls the plug.
+const drainMargin = 15 * time.Second
+
+var stateReasons = map[string]string{
+	events.StateStopping: "InstanceStopping", events.StateStopped: "InstanceStopped",
+	events.StateShuttingDown: "InstanceShuttingDown", events.StateTerminated: "InstanceTerminated",
+}
+
+// interruption is what one event asks for one instance.
+type interruption struct {
+	reason      string
+	involuntary bool
+	deadline    time.Time // zero: no deadline
+	markSpot    bool      // mark the spot offering unavailable
+	taintOnly   bool
+	gone        bool // the instance is stopping or gone: delete at once
+}
+
+func runInterruption(ctx context.Context, d *Deps, ev events.Event, sum *Summary) error {
+	var ids []string
+	var it interruption
+	switch e := ev.(type) {
+	case *events.SpotInterruption:
+		ids = []string{e.InstanceID}
+		it = interruption{reason: "SpotInterrupted", involuntary: true, deadline: e.Deadline(), markSpot: true}
+	case *events.RebalanceRecommendation:
+		switch d.Config.Rebalance {
+		case RebalanceIgnore:
+			sum.Action, sum.Ignored = "ignored", "rebalance recommendations are ignored (REBALANCE_MODE=ignore)"
+			return nil
+		case RebalanceTaint:
+			it = interruption{reason: "RebalanceRecommendation", taintOnly: true}
+		default:
+			it = interruption{reason: "RebalanceRecommendation"}
+		}
+		ids = []string{e.InstanceID}
+	case *events.StateChange:
+		switch e.State {
+		case events.StateStopping, events.StateStopped, events.StateShuttingDown, events.StateTerminated:
+			ids = []string{e.InstanceID}
+			it = interruption{reason: stateReasons[e.State], involuntary: true, gone: true}
+		default:
+			sum.Action, sum.Ignored = "ignored", "instance state "+e.State+" needs nothing"
+			return nil
+		}
+	case *events.HealthScheduledChange:
+		ids = e.InstanceIDs()
+		start, _ := e.Window()
+		it = interruption{reason: "ScheduledChange", involuntary: true, deadline: start}
+	default:
+		sum.Action, sum.Ignored = "ignored", fmt.Sprintf("%s is not an interruption", ev.Kind())
+		return nil
+	}
+	st, err := d.Cluster.ReadState(ctx)
+	if err != nil {
+		return fmt.Errorf("read cluster: %w", err)
+	}
+	var acted []string
+	for _, id := range ids {
+		done, err := d.interrupt(ctx, st, id, it, sum)
+		if err != nil {
+			sum.fail(fmt.Errorf("instance %s: %w", id, err))
+			continue
+		}
+		if done != "" {
+			acted = append(acted, done)
+		}
+	}
+	if len(acted) == 0 && len(sum.Errors) == 0 {
+		sum.Action, sum.Ignored = "ignored", "no instance of this event is one Joiner launched for cluster "+d.Config.ClusterName
+		return nil
+	}
+	sum.Action = strings.Join(acted, "; ")
+	return nil
+}
+
+// findInstance returns the Node (nil when not registered) and NodeClaim of an instance.
+func findInstance(st *kube.ClusterState, id string) (*corev1.Node, *karpenter.NodeClaim) {
+	var nc *karpenter.NodeClaim
+	for _, c := range st.NodeClaims {
+		if kube.InstanceID(c.Status.ProviderID) == id {
+			nc = c
+		}
+	}
+	if nc == nil {
+		return nil, nil
+	}
+	for _, n := range st.AllNodes {
+		if n.Spec.ProviderID == nc.Status.ProviderID {
+			return n, nc
+		}
+	}
+	return nil, nc
+}
+
+func (d *Deps) interrupt(ctx context.Context, st *kube.ClusterState, id string, it interruption, sum *Summary) (string, error) {
+	node, nc := findInstance(st, id)
+	if nc == nil {
+		// Not launched by Joiner for this cluster: never touched.
+		d.log().Info("not a Joiner instance; ignored", "instance", id, "reason", it.reason)
+		return "", nil
+	}
+	if it.markSpot {
+		if t, z := nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone]; t != "" && z != "" {
+			d.Cloud.Unavailable().MarkUnavailable(t, z, karpenter.CapacityTypeSpot)
+		}
+	}
+	if nc.DeletionTimestamp != nil {
+		return "", nil // already being removed: a repeat of this event
+	}
+	if d.Config.DryRun {
+		return fmt.Sprintf("would handle %s on NodeClaim %s (dry run)", it.reason, nc.Name), nil
+	}
+	sum.Interruptions++
+	d.Metrics.Add("InterruptionsHandled", "Count", 1)
+	if it.gone || node == nil {
+		// Nothing left to drain onto: delete the NodeClaim; its finalizer removes the Node.
+		if err := d.Cluster.DeleteNodeClaim(ctx, nc.Name); err != nil {
+			return "", err
+		}
+		if st2, err := d.Cluster.ReadState(ctx); err == nil {
+			if _, err := d.Cluster.Reconcile(ctx, st2, terminator{d.Cloud}); err != nil {
+				d.log().Warn("reconcile after delete", "error", err.Error())
+			}
+		}
+		sum.NodesTerminated = append(sum.NodesTerminated, nc.Name)
+		d.Metrics.Add("NodesTerminated", "Count", 1)
+		return fmt.Sprintf("%s: deleted NodeClaim %s", it.reason, nc.Name), nil
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == karpenter.DisruptedTaintKey {
+			return "", nil // a repeat: the first delivery is handling it
+		}
+	}
+	// The interruption path may not wait long: it acts with or without the lease.
+	if release, err := d.takeLease(ctx, d.Config.LeaseWait, &Summary{}); err == nil && release != nil {
+		defer release()
+	}
+	dis, err := d.Cluster.BeginDisruption(ctx, st, node.Name, kube.DisruptOptions{Reason: it.reason, Involuntary: it.involuntary})
+	if err != nil {
+		if errors.Is(err, kube.ErrNotOwned) {
+			return "", nil
+		}
+		return "", err
+	}
+	if it.taintOnly {
+		return fmt.Sprintf("%s: tainted node %s", it.reason, node.Name), nil
+	}
+	defer dis.Abandon(ctx)
+	// Replacement capacity first, so the drained pods have somewhere to go.
+	if err := d.replace(ctx, st, []*corev1.Node{node}, it.reason, sum); err != nil {
+		d.log().Warn("replacement", "node", node.Name, "error", err.Error())
+	}
+	dctx := ctx
+	opts := kube.DrainOptions{Reason: it.reason, Involuntary: it.involuntary}
+	if !it.deadline.IsZero() {
+		opts.GraceDeadline = it.deadline.Add(-drainMargin)
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithDeadline(ctx, it.deadline.Add(-drainMargin/2))
+		defer cancel()
+	}
+	if _, err := dis.Drain(dctx, opts); err != nil {
+		return "", fmt.Errorf("drain node %s: %w", node.Name, err)
+	}
+	if err := dis.Complete(ctx, terminator{d.Cloud}); err != nil {
+		return "", err
+	}
+	sum.NodesTerminated = append(sum.NodesTerminated, nc.Name)
+	d.Metrics.Add("NodesTerminated", "Count", 1)
+	return fmt.Sprintf("%s: replaced and drained node %s (NodeClaim %s)", it.reason, node.Name, nc.Name), nil
+}
+
+// replace launches capacity for the pods of nodes that are about to go, as if the
+// nodes were already gone, with the same engine the provisioner uses.
+func (d *Deps) replace(ctx context.Context, st *kube.ClusterState, going []*corev1.Node, reason string, sum *Summary) error {
+	cat, err := d.catalogFor(ctx)
+	if err != nil {
+		return err
+	}
+	snap := withoutNodes(st, going)
+	snap.Catalog = cat
+	plan := packer.Solve(snap, packer.Options{Explain: true})
+	d.launchPlan(ctx, st, cat, plan, reason, sum)
+	return nil
+}
+
+// withoutNodes is the cluster snapshot with the given nodes removed and their pods
+// pending again (DaemonSet and mirror pods go with their node).
+func withoutNodes(st *kube.ClusterState, going []*corev1.Node) *packer.Snapshot {
+	snap := st.Snapshot
+	gone := map[string]bool{}
+	for _, n := range going {
+		gone[n.Name] = true
+	}
+	snap.Nodes = nil
+	snap.Pods = append([]*corev1.Pod(nil), st.Snapshot.Pods...)
+	for _, ns := range st.Snapshot.Nodes {
+		if !gone[ns.Node.Name] {
+			snap.Nodes = append(snap.Nodes, ns)
+			continue
+		}
+		for _, p := range ns.Pods {
+			if movable(p) {
+				q := p.DeepCopy()
+				q.Spec.NodeName = ""
+				snap.Pods = append(snap.Pods, q)
+			}
+		}
+	}
+	return &snap
+}
+
+// movable reports whether a pod must be rescheduled when its node goes.
+func movable(p *corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,160 @@
+package access
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+)
+
+// startMoto runs moto_server on a free loopback port for the test's lifetime.
+func startMoto(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("moto_server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("moto_server not on PATH (pip install 'moto[server]')")
+		}
+		t.Skip("moto_server not on PATH")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for i := 0; i < 100; i++ {
+		if resp, err := http.Get(url + "/moto-api/"); err == nil {
+			resp.Body.Close()
+			return url
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("moto_server did not start")
+	return ""
+}
+
+func motoAWS(endpoint string) aws.Config {
+	return aws.Config{
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("testing", "testing", ""),
+		BaseEndpoint: aws.String(endpoint),
+	}
+}
+
+const testCAPEM = "-----BEGIN CERTIFICATE-----\nMIIBdummy\n-----END CERTIFICATE-----\n"
+
+// TestSelfManagedSecretFromSecretsManager drives the real Secrets Manager client
+// against moto: the secret is read once, validated, and cached per container.
+func TestSelfManagedSecretFromSecretsManager(t *testing.T) {
+	ep := startMoto(t)
+	ctx := context.Background()
+	sm := secretsmanager.NewFromConfig(motoAWS(ep))
+	body, _ := json.Marshal(ClusterSecret{Endpoint: "https://kube.example.internal:6443",
+		CAData: base64.StdEncoding.EncodeToString([]byte(testCAPEM)), Token: "sa-token-1"})
+	out, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("joiner/kubean"), SecretString: aws.String(string(body))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("joiner/bad"),
+		SecretString: aws.String(`{"endpoint":"http://kube:6443","caData":"","token":""}`)})
+
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	counting := &countingSecrets{api: sm}
+	deps := Deps{Secrets: counting, Now: func() time.Time { return now }}
+	arn := aws.ToString(out.ARN)
+	defer ForgetSecret(arn)
+	cfg, err := RESTConfig(ctx, Config{Mode: ModeSelfManaged, SecretARN: arn}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://kube.example.internal:6443" || cfg.BearerToken != "sa-token-1" || string(cfg.CAData) != testCAPEM || cfg.Insecure {
+		t.Fatalf("rest config host=%q token=%q ca=%q insecure=%v", cfg.Host, cfg.BearerToken, cfg.CAData, cfg.Insecure)
+	}
+	if _, err := RESTConfig(ctx, Config{Mode: ModeSelfManaged, SecretARN: arn}, deps); err != nil {
+		t.Fatal(err)
+	}
+	if counting.n != 1 {
+		t.Errorf("secret read %d times in one container, want 1 (cached)", counting.n)
+	}
+	now = now.Add(SecretCacheTTL + time.Second)
+	if _, err := RESTConfig(ctx, Config{Mode: ModeSelfManaged, SecretARN: arn}, deps); err != nil {
+		t.Fatal(err)
+	}
+	if counting.n != 2 {
+		t.Errorf("secret read %d times, want a re-read after %v", counting.n, SecretCacheTTL)
+	}
+
+	_, err = RESTConfig(ctx, Config{Mode: ModeSelfManaged, SecretARN: aws.ToString(bad.ARN)}, deps)
+	for _, w := range []string{"https", "caData is empty", "token is empty"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("bad secret: error %v does not name %q", err, w)
+		}
+	}
+	_, err = RESTConfig(ctx, Config{Mode: ModeSelfManaged, SecretARN: "arn:aws:secretsmanager:us-east-1:123456789012:secret:missing"}, deps)
+	if err == nil || !strings.Contains(err.Error(), "read secret") {
+		t.Errorf("missing secret: %v", err)
+	}
+}
+
+type countingSecrets struct {
+	api SecretsAPI
+	n   int
+}
+
+func (c *countingSecrets) GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, o ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	c.n++
+	return c.api.GetSecretValue(ctx, in, o...)
+}
+
+// TestEKSDescribeCluster drives the real EKS client against moto.
+func TestEKSDescribeCluster(t *testing.T) {
+	ep := startMoto(t)
+	ctx := context.Background()
+	api := eks.NewFromConfig(motoAWS(ep))
+	_, err := api.CreateCluster(ctx, &eks.CreateClusterInput{
+		Name: aws.String("technews-karpenter-eks"), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks"),
+		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: []string{"subnet-0a1b2c3d"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := describeCluster(ctx, api, "technews-karpenter-eks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(info.Endpoint, "https://") || len(info.CAData) == 0 {
+		t.Fatalf("endpoint %q, %d bytes of CA", info.Endpoint, len(info.CAData))
+	}
+	cfg, err := RESTConfig(ctx, Config{Mode: ModeEKS, ClusterName: "technews-karpenter-eks", Region: "us-east-1"},
+		Deps{EKS: api, STS: testSTS("us-east-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != info.Endpoint || string(cfg.CAData) != string(info.CAData) || cfg.WrapTransport == nil || cfg.BearerToken != "" {
+		t.Fatalf("rest config: host %q, token source set %v", cfg.Host, cfg.WrapTransport != nil)
+	}
+	_, err = describeCluster(ctx, api, "nope")
+	if err == nil || !strings.Contains(err.Error(), `DescribeCluster "nope"`) {
+		t.Errorf("missing cluster: %v", err)
+	}
+}

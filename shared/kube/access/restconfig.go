@@ -1,0 +1,252 @@
+package access
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/transport"
+)
+
+// EKSAPI is the one EKS call cluster access makes.
+type EKSAPI interface {
+	DescribeCluster(ctx context.Context, in *eks.DescribeClusterInput, optFns ...func(*eks.Options)) (*eks.DescribeClusterOutput, error)
+}
+
+// SecretsAPI is the one Secrets Manager call cluster access makes.
+type SecretsAPI interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// Deps are the AWS clients a mode needs; nil ones are built from AWS when required.
+type Deps struct {
+	// AWS is the SDK configuration (region, credentials, endpoint overrides).
+	AWS aws.Config
+	EKS EKSAPI
+	// STS signs the EKS token; built from AWS when nil.
+	STS     *sts.Client
+	Secrets SecretsAPI
+	// Now is the clock for token signing and cache expiry (time.Now when nil).
+	Now func() time.Time
+}
+
+// DefaultQPS and DefaultBurst replace client-go's 5/10, which would throttle a snapshot
+// read of a large cluster and the patch bursts of a drain.
+const (
+	DefaultQPS   = 50
+	DefaultBurst = 100
+	// DefaultTimeout bounds one API request; callers bound whole operations with contexts.
+	DefaultTimeout = 60 * time.Second
+)
+
+// RESTConfig returns the authenticated rest.Config for c. Results that are costly to
+// obtain (DescribeCluster, the Secrets Manager secret) are cached per container.
+func RESTConfig(ctx context.Context, c Config, d Deps) (*rest.Config, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	var cfg *rest.Config
+	var err error
+	switch c.Mode {
+	case ModeEKS:
+		cfg, err = eksConfig(ctx, c, d)
+	case ModeSelfManaged:
+		cfg, err = selfManagedConfig(ctx, c, d)
+	case ModeKubeconfig:
+		cfg, err = kubeconfigConfig(c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Insecure {
+		return nil, fmt.Errorf("%s access: refusing an insecure (unverified TLS) connection to %s", c.Mode, cfg.Host)
+	}
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	cfg.UserAgent = "joiner"
+	return cfg, nil
+}
+
+// clusterInfo is an endpoint and its CA bundle.
+type clusterInfo struct {
+	Endpoint string
+	CAData   []byte
+}
+
+var describeCache sync.Map // cluster name -> clusterInfo
+
+func eksConfig(ctx context.Context, c Config, d Deps) (*rest.Config, error) {
+	info := clusterInfo{Endpoint: c.Endpoint, CAData: c.CAData}
+	if info.Endpoint == "" {
+		if v, ok := describeCache.Load(c.Region + "/" + c.ClusterName); ok {
+			info = v.(clusterInfo)
+		} else {
+			api := d.EKS
+			if api == nil {
+				api = eks.NewFromConfig(d.AWS, func(o *eks.Options) { o.Region = c.Region })
+			}
+			var err error
+			if info, err = describeCluster(ctx, api, c.ClusterName); err != nil {
+				return nil, err
+			}
+			describeCache.Store(c.Region+"/"+c.ClusterName, info)
+		}
+	}
+	stsClient := d.STS
+	if stsClient == nil {
+		stsClient = sts.NewFromConfig(d.AWS, func(o *sts.Options) { o.Region = c.Region })
+	}
+	gen := NewTokenGenerator(stsClient, c.ClusterName, d.Now)
+	ts := gen.TokenSource(ctx)
+	cfg := &rest.Config{
+		Host:            info.Endpoint,
+		TLSClientConfig: rest.TLSClientConfig{CAData: info.CAData},
+		WrapTransport:   func(rt http.RoundTripper) http.RoundTripper { return transport.TokenSourceWrapTransport(ts)(rt) },
+	}
+	return cfg, nil
+}
+
+func describeCluster(ctx context.Context, api EKSAPI, name string) (clusterInfo, error) {
+	out, err := api.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(name)})
+	if err != nil {
+		return clusterInfo{}, fmt.Errorf("eks access: DescribeCluster %q: %w", name, err)
+	}
+	if out.Cluster == nil || aws.ToString(out.Cluster.Endpoint) == "" {
+		return clusterInfo{}, fmt.Errorf("eks access: cluster %q has no endpoint yet (status %v)", name, clusterStatus(out))
+	}
+	if out.Cluster.CertificateAuthority == nil || aws.ToString(out.Cluster.CertificateAuthority.Data) == "" {
+		return clusterInfo{}, fmt.Errorf("eks access: cluster %q has no certificate authority data", name)
+	}
+	ca, err := base64.StdEncoding.DecodeString(aws.ToString(out.Cluster.CertificateAuthority.Data))
+	if err != nil {
+		return clusterInfo{}, fmt.Errorf("eks access: cluster %q: certificateAuthority.data is not base64: %v", name, err)
+	}
+	ep := aws.ToString(out.Cluster.Endpoint)
+	if err := checkEndpoint(ep); err != nil {
+		return clusterInfo{}, fmt.Errorf("eks access: cluster %q endpoint: %w", name, err)
+	}
+	return clusterInfo{Endpoint: ep, CAData: ca}, nil
+}
+
+func clusterStatus(out *eks.DescribeClusterOutput) string {
+	if out == nil || out.Cluster == nil {
+		return "unknown"
+	}
+	return string(out.Cluster.Status)
+}
+
+// ClusterSecret is the JSON document a self-managed cluster's secret holds.
+type ClusterSecret struct {
+	// Endpoint is the API server URL (https).
+	Endpoint string `json:"endpoint"`
+	// CAData is the base64 of the PEM CA bundle (as in a kubeconfig's certificate-authority-data).
+	CAData string `json:"caData"`
+	// Token is a ServiceAccount token bound to the joiner:functions group's permissions.
+	Token string `json:"token"`
+}
+
+// SecretCacheTTL is how long a read secret is reused; a rotated token is picked up after it.
+const SecretCacheTTL = 15 * time.Minute
+
+type cachedSecret struct {
+	info  clusterInfo
+	token string
+	read  time.Time
+}
+
+var (
+	secretMu    sync.Mutex
+	secretCache = map[string]cachedSecret{}
+)
+
+func selfManagedConfig(ctx context.Context, c Config, d Deps) (*rest.Config, error) {
+	secretMu.Lock()
+	cs, ok := secretCache[c.SecretARN]
+	secretMu.Unlock()
+	if !ok || d.Now().Sub(cs.read) > SecretCacheTTL {
+		api := d.Secrets
+		if api == nil {
+			api = secretsmanager.NewFromConfig(d.AWS)
+		}
+		var err error
+		if cs, err = readClusterSecret(ctx, api, c.SecretARN); err != nil {
+			return nil, err
+		}
+		cs.read = d.Now()
+		secretMu.Lock()
+		secretCache[c.SecretARN] = cs
+		secretMu.Unlock()
+	}
+	return &rest.Config{
+		Host:            cs.info.Endpoint,
+		BearerToken:     cs.token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: cs.info.CAData},
+	}, nil
+}
+
+// ForgetSecret drops the cached secret, e.g. after the API server answered 401.
+func ForgetSecret(arn string) {
+	secretMu.Lock()
+	delete(secretCache, arn)
+	secretMu.Unlock()
+}
+
+func readClusterSecret(ctx context.Context, api SecretsAPI, arn string) (cachedSecret, error) {
+	out, err := api.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+	if err != nil {
+		return cachedSecret{}, fmt.Errorf("self-managed access: read secret %s: %w", arn, err)
+	}
+	var s ClusterSecret
+	if err := json.Unmarshal([]byte(aws.ToString(out.SecretString)), &s); err != nil {
+		return cachedSecret{}, fmt.Errorf("self-managed access: secret %s is not JSON {\"endpoint\",\"caData\",\"token\"}: %v", arn, err)
+	}
+	var errs []error
+	if err := checkEndpoint(s.Endpoint); err != nil {
+		errs = append(errs, fmt.Errorf("endpoint: %w", err))
+	}
+	ca, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s.CAData))
+	switch {
+	case s.CAData == "":
+		errs = append(errs, errors.New("caData is empty (TLS is always verified: store the base64 PEM CA bundle)"))
+	case err != nil:
+		errs = append(errs, fmt.Errorf("caData is not base64: %v", err))
+	case !strings.Contains(string(ca), "-----BEGIN CERTIFICATE-----"):
+		errs = append(errs, errors.New("caData does not decode to a PEM certificate"))
+	}
+	if strings.TrimSpace(s.Token) == "" {
+		errs = append(errs, errors.New("token is empty"))
+	}
+	if len(errs) > 0 {
+		return cachedSecret{}, fmt.Errorf("self-managed access: secret %s: %w", arn, errors.Join(errs...))
+	}
+	return cachedSecret{info: clusterInfo{Endpoint: s.Endpoint, CAData: ca}, token: strings.TrimSpace(s.Token)}, nil
+}
+
+func kubeconfigConfig(c Config) (*rest.Config, error) {
+	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: c.Kubeconfig}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig access: %s: %w", c.Kubeconfig, err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,116 @@
+package kube
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+)
+
+// Cluster is what Joiner's handlers call on Kubernetes. *Client implements it; handler
+// tests may substitute their own.
+type Cluster interface {
+	// ReadState reads one consistent snapshot.
+	ReadState(ctx context.Context) (*ClusterState, error)
+	// CreateNodeClaim writes a NodeClaim before its instance is launched.
+	CreateNodeClaim(ctx context.Context, nc *karpenter.NodeClaim) (*karpenter.NodeClaim, error)
+	// MarkLaunched records the launched instance on the NodeClaim.
+	MarkLaunched(ctx context.Context, name string, l Launch) (*karpenter.NodeClaim, error)
+	// MarkLaunchFailed records a failed launch and deletes the NodeClaim.
+	MarkLaunchFailed(ctx context.Context, name string, cause error, term InstanceTerminator) error
+	// DeleteNodeClaim starts deleting a NodeClaim; Finalize completes it.
+	DeleteNodeClaim(ctx context.Context, name string) error
+	// Reconcile advances every NodeClaim of st (registration, initialization,
+	// timeouts, finalization) and the NodePools' status.
+	Reconcile(ctx context.Context, st *ClusterState, term InstanceTerminator) (*ReconcileReport, error)
+	// BeginDisruption taints a Joiner-launched node karpenter.sh/disrupted:NoSchedule.
+	BeginDisruption(ctx context.Context, st *ClusterState, nodeName string, opts DisruptOptions) (*Disruption, error)
+	// Record writes an Event (best effort).
+	Record(ctx context.Context, e Event)
+	// Lease returns the cluster's lease for identity.
+	Lease(identity string, duration time.Duration) *Lease
+}
+
+// Options configure a Client.
+type Options struct {
+	// ClusterName names the Lease (joiner-<cluster>).
+	ClusterName string
+	// Identity is the function name and invocation id: the Lease holder and the
+	// Events' reportingInstance.
+	Identity string
+	// PageSize is the list page size (DefaultPageSize when 0).
+	PageSize int
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Log receives structured logs (slog.Default() when nil).
+	Log *slog.Logger
+	// RegistrationTimeout is how long a launched NodeClaim may wait for its Node
+	// (DefaultRegistrationTimeout when 0).
+	RegistrationTimeout time.Duration
+	// LaunchTimeout is how long a NodeClaim may stay unlaunched before it is taken
+	// for the leftover of a crashed invocation (DefaultLaunchTimeout when 0).
+	LaunchTimeout time.Duration
+}
+
+// Client is the real Cluster, on top of per-group client-go clients.
+type Client struct {
+	clients  *Clients
+	opts     Options
+	PageSize int
+	events   *Recorder
+	log      *slog.Logger
+	nowFn    func() time.Time
+}
+
+var _ Cluster = (*Client)(nil)
+
+// New returns a Client over clients.
+func New(clients *Clients, opts Options) *Client {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.RegistrationTimeout <= 0 {
+		opts.RegistrationTimeout = DefaultRegistrationTimeout
+	}
+	if opts.LaunchTimeout <= 0 {
+		opts.LaunchTimeout = DefaultLaunchTimeout
+	}
+	return &Client{
+		clients:  clients,
+		opts:     opts,
+		PageSize: opts.PageSize,
+		events:   NewRecorder(clients.Events, opts.Identity, opts.Now, opts.Log),
+		log:      opts.Log,
+		nowFn:    opts.Now,
+	}
+}
+
+func (c *Client) now() time.Time { return c.nowFn() }
+
+// Clients returns the underlying API clients.
+func (c *Client) Clients() *Clients { return c.clients }
+
+// Record writes an Event (best effort).
+func (c *Client) Record(ctx context.Context, e Event) { c.events.Record(ctx, e) }
+
+// Lease returns the cluster's lease for identity ("" = the client's identity).
+func (c *Client) Lease(identity string, duration time.Duration) *Lease {
+	if identity == "" {
+		identity = c.opts.Identity
+	}
+	return NewLease(c.clients.Coordination, c.opts.ClusterName, identity, duration, c.nowFn, c.log)
+}
+
+func (c *Client) warn(ctx context.Context, ref corev1.ObjectReference, reason, action, note string) {
+	c.Record(ctx, Event{Regarding: ref, Type: corev1.EventTypeWarning, Reason: reason, Action: action, Note: note})
+}
+
+func (c *Client) normal(ctx context.Context, ref corev1.ObjectReference, reason, action, note string) {
+	c.Record(ctx, Event{Regarding: ref, Type: corev1.EventTypeNormal, Reason: reason, Action: action, Note: note})
+}

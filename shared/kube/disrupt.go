@@ -1,0 +1,444 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+)
+
+// ErrDoNotDisrupt is returned when a node or one of its pods carries
+// karpenter.sh/do-not-disrupt: "true" and the disruption is voluntary.
+var ErrDoNotDisrupt = errors.New(`blocked by karpenter.sh/do-not-disrupt: "true"`)
+
+// ErrNotOwned is returned for a node Joiner did not launch (no NodeClaim, no nodepool
+// label) or a control-plane node: Joiner never touches those.
+var ErrNotOwned = errNotOwned
+
+// DisruptedTaint is the taint that keeps new pods off a node being disrupted.
+var DisruptedTaint = corev1.Taint{Key: karpenter.DisruptedTaintKey, Effect: corev1.TaintEffectNoSchedule}
+
+// DisruptOptions describe why a node is disrupted.
+type DisruptOptions struct {
+	// Reason is shown in Events ("Underutilized", "Empty", "Drifted", "Expired", "SpotInterrupted", ...).
+	Reason string
+	// Involuntary disruptions (the instance is going away anyway: spot interruption,
+	// scheduled retirement) ignore karpenter.sh/do-not-disrupt.
+	Involuntary bool
+}
+
+// Disruption is a node tainted for disruption. Call Abandon in a defer right after
+// BeginDisruption: unless Complete succeeded it removes the taint again, so no node
+// stays cordoned by mistake, even when the context has already ended.
+type Disruption struct {
+	c         *Client
+	Node      *corev1.Node
+	NodeClaim *karpenter.NodeClaim
+	opts      DisruptOptions
+	committed bool
+}
+
+// IsControlPlane reports whether n is a control-plane node (never a candidate).
+func IsControlPlane(n *corev1.Node) bool {
+	for _, k := range []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"} {
+		if _, ok := n.Labels[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// DoNotDisrupt reports whether obj's annotations forbid voluntary disruption.
+func DoNotDisrupt(annotations map[string]string) bool {
+	return annotations[karpenter.DoNotDisruptAnnotation] == "true"
+}
+
+// BeginDisruption checks that nodeName is Joiner's to disrupt and taints it
+// karpenter.sh/disrupted:NoSchedule. A voluntary disruption is refused (with a
+// DisruptionBlocked Event) when the node or any of its pods is annotated
+// karpenter.sh/do-not-disrupt: "true".
+func (c *Client) BeginDisruption(ctx context.Context, st *ClusterState, nodeName string, opts DisruptOptions) (*Disruption, error) {
+	var node *corev1.Node
+	for _, n := range st.AllNodes {
+		if n.Name == nodeName {
+			node = n
+		}
+	}
+	if node == nil {
+		return nil, fmt.Errorf("disrupt node %s: not in the snapshot", nodeName)
+	}
+	nc := st.NodeClaimForNode(node)
+	switch {
+	case IsControlPlane(node):
+		return nil, fmt.Errorf("disrupt node %s: control-plane node: %w", nodeName, ErrNotOwned)
+	case nc == nil || node.Labels[karpenter.NodePoolLabelKey] == "":
+		return nil, fmt.Errorf("disrupt node %s: no NodeClaim owns it: %w", nodeName, ErrNotOwned)
+	}
+	if !opts.Involuntary {
+		if DoNotDisrupt(node.Annotations) {
+			note := fmt.Sprintf("Node has %q annotation", karpenter.DoNotDisruptAnnotation)
+			c.warn(ctx, NodeRef(node), ReasonDisruptionBlocked, "Disrupt", note)
+			c.warn(ctx, NodeClaimRef(nc), ReasonDisruptionBlocked, "Disrupt", note)
+			return nil, fmt.Errorf("disrupt node %s: %w", nodeName, ErrDoNotDisrupt)
+		}
+		for _, p := range st.PodsByNode[nodeName] {
+			if DoNotDisrupt(p.Annotations) && !isTerminal(p) {
+				note := fmt.Sprintf("Pod %s/%s has %q annotation", p.Namespace, p.Name, karpenter.DoNotDisruptAnnotation)
+				c.warn(ctx, PodRef(p), ReasonDisruptionBlocked, "Disrupt", fmt.Sprintf("Pod has %q annotation", karpenter.DoNotDisruptAnnotation))
+				c.warn(ctx, NodeRef(node), ReasonDisruptionBlocked, "Disrupt", note)
+				return nil, fmt.Errorf("disrupt node %s: pod %s/%s: %w", nodeName, p.Namespace, p.Name, ErrDoNotDisrupt)
+			}
+		}
+	}
+	if err := c.taintDisrupted(ctx, node); err != nil {
+		return nil, err
+	}
+	note := "Disrupting Node: " + opts.Reason
+	c.normal(ctx, NodeRef(node), ReasonDisrupting, "Disrupt", note)
+	c.normal(ctx, NodeClaimRef(nc), ReasonDisrupting, "Disrupt", note)
+	return &Disruption{c: c, Node: node, NodeClaim: nc, opts: opts}, nil
+}
+
+// Drain evicts the node's pods (see Client.Drain), honouring the NodeClaim's
+// terminationGracePeriod.
+func (d *Disruption) Drain(ctx context.Context, opts DrainOptions) (*DrainResult, error) {
+	opts.Involuntary = opts.Involuntary || d.opts.Involuntary
+	if opts.Reason == "" {
+		opts.Reason = d.opts.Reason
+	}
+	return d.c.Drain(ctx, d.Node.Name, opts)
+}
+
+// Complete finishes the disruption of a drained node: the NodeClaim is deleted, its
+// instance terminated, the Node deleted and the finalizer removed. After a successful
+// Complete, Abandon does nothing.
+func (d *Disruption) Complete(ctx context.Context, term InstanceTerminator) error {
+	if err := d.c.DeleteNodeClaim(ctx, d.NodeClaim.Name); err != nil {
+		return err
+	}
+	// From here the deletion is committed: the next sweep finishes it if this one dies.
+	d.committed = true
+	nc, err := d.c.getNodeClaim(ctx, d.NodeClaim.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	done, err := d.c.finalize(ctx, nil, nc, term)
+	if err == nil && !done {
+		err = fmt.Errorf("complete disruption of node %s: pods still draining", d.Node.Name)
+	}
+	return err
+}
+
+// Abandon removes the disruption taint unless Complete committed the deletion. It
+// runs on a context of its own, so it still works after ctx's deadline.
+func (d *Disruption) Abandon(ctx context.Context) {
+	if d == nil || d.committed {
+		return
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := d.c.untaintDisrupted(actx, d.Node.Name); err != nil {
+		d.c.log.ErrorContext(actx, "could not remove disruption taint", "node", d.Node.Name, "error", err.Error())
+		return
+	}
+	d.committed = true
+	d.c.normal(actx, NodeRef(d.Node), ReasonDisruptionAbandoned, "Untaint", "Disruption abandoned ("+d.opts.Reason+"): taint "+karpenter.DisruptedTaintKey+" removed")
+}
+
+func (c *Client) taintDisrupted(ctx context.Context, node *corev1.Node) error {
+	_, err := c.patchNode(ctx, node, func(n *corev1.Node) bool {
+		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&DisruptedTaint) }) {
+			return false
+		}
+		n.Spec.Taints = append(n.Spec.Taints, DisruptedTaint)
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("taint node %s %s: %w", node.Name, karpenter.DisruptedTaintKey, err)
+	}
+	return nil
+}
+
+func (c *Client) untaintDisrupted(ctx context.Context, name string) error {
+	node, err := c.clients.Core.Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = c.patchNode(ctx, node, func(n *corev1.Node) bool {
+		before := len(n.Spec.Taints)
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == karpenter.DisruptedTaintKey })
+		return len(n.Spec.Taints) != before
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// patchNode applies mutate to a copy of node and writes labels and taints back with a
+// merge patch guarded by resourceVersion; on a conflict it re-reads the node and tries
+// again. mutate returns false when there is nothing to write.
+func (c *Client) patchNode(ctx context.Context, node *corev1.Node, mutate func(*corev1.Node) bool) (*corev1.Node, error) {
+	cur := node
+	for attempt := 0; attempt < 5; attempt++ {
+		next := cur.DeepCopy()
+		if !mutate(next) {
+			return cur, nil
+		}
+		taints := next.Spec.Taints
+		if taints == nil {
+			taints = []corev1.Taint{}
+		}
+		patch, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"labels": next.Labels, "resourceVersion": cur.ResourceVersion},
+			"spec":     map[string]any{"taints": taints},
+		})
+		out, err := c.clients.Core.Nodes().Patch(ctx, cur.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err == nil {
+			return out, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return nil, err
+		}
+		if cur, err = c.clients.Core.Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("patch node %s: kept conflicting", node.Name)
+}
+
+// DrainOptions tune Drain.
+type DrainOptions struct {
+	// Reason is shown in the pods' Evicted Events.
+	Reason string
+	// Involuntary drains evict pods annotated karpenter.sh/do-not-disrupt too.
+	Involuntary bool
+	// GraceDeadline, when set, is when the node must be gone (the NodeClaim's
+	// terminationGracePeriod): a pod is then deleted, bypassing its PDB and
+	// do-not-disrupt, at GraceDeadline minus its own terminationGracePeriodSeconds.
+	GraceDeadline time.Time
+	// RetryInitial and RetryMax bound the backoff between rounds while PDBs refuse
+	// evictions (429); defaults 1s and 10s.
+	RetryInitial, RetryMax time.Duration
+}
+
+// DrainResult lists pods by namespace/name.
+type DrainResult struct {
+	Evicted []string
+	// Deleted pods were removed past the grace deadline.
+	Deleted []string
+	// Skipped pods stay with the node (DaemonSet, mirror, terminal, tolerating the disruption taint).
+	Skipped []string
+	// Remaining pods were still on the node when the drain stopped.
+	Remaining []string
+}
+
+// Drain moves every pod off a node through the Eviction API, so PodDisruptionBudgets
+// are honoured: a 429 is retried with backoff until ctx ends. DaemonSet and mirror
+// pods are left alone; non-critical pods go before system-critical ones; it returns
+// once no evictable pod remains (pods being deleted count until their grace period
+// is over). A voluntary drain refuses pods annotated karpenter.sh/do-not-disrupt.
+func (c *Client) Drain(ctx context.Context, nodeName string, opts DrainOptions) (*DrainResult, error) {
+	if opts.RetryInitial <= 0 {
+		opts.RetryInitial = time.Second
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = 10 * time.Second
+	}
+	res := &DrainResult{}
+	evicted := map[types.UID]bool{}
+	blocked := map[types.UID]bool{}
+	delay := opts.RetryInitial
+	for {
+		list, err := c.clients.Core.Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String()})
+		if err != nil {
+			return c.drainStopped(ctx, nodeName, res, nil, fmt.Errorf("list pods on node %s: %w", nodeName, err))
+		}
+		now := c.now()
+		res.Skipped = res.Skipped[:0]
+		var waiting, normal, critical []*corev1.Pod
+		for i := range list.Items {
+			p := &list.Items[i]
+			if p.Spec.NodeName != nodeName {
+				continue
+			}
+			switch {
+			case isOwnedBy(p, "DaemonSet"), isMirror(p), isTerminal(p), toleratesDisrupted(p):
+				res.Skipped = append(res.Skipped, key(p))
+			case p.DeletionTimestamp != nil:
+				if now.Before(p.DeletionTimestamp.Time) { // still inside its grace period
+					waiting = append(waiting, p)
+				}
+			case isCritical(p):
+				critical = append(critical, p)
+			default:
+				normal = append(normal, p)
+			}
+		}
+		candidates := normal
+		if len(candidates) == 0 {
+			candidates = critical
+		}
+		if len(candidates) == 0 && len(waiting) == 0 {
+			res.Remaining = nil
+			return res, nil
+		}
+		for _, p := range candidates {
+			if err := ctx.Err(); err != nil {
+				break
+			}
+			pastGrace := !opts.GraceDeadline.IsZero() && !now.Before(opts.GraceDeadline.Add(-podGrace(p)))
+			if DoNotDisrupt(p.Annotations) && !opts.Involuntary && !pastGrace {
+				c.warn(ctx, PodRef(p), ReasonDisruptionBlocked, "Evict", fmt.Sprintf("Pod has %q annotation", karpenter.DoNotDisruptAnnotation))
+				return c.drainStopped(ctx, nodeName, res, append(candidates, waiting...), fmt.Errorf("drain node %s: pod %s: %w", nodeName, key(p), ErrDoNotDisrupt))
+			}
+			if pastGrace {
+				if err := c.deletePod(ctx, p, opts.GraceDeadline.Sub(now)); err != nil {
+					return c.drainStopped(ctx, nodeName, res, candidates, err)
+				}
+				res.Deleted = append(res.Deleted, key(p))
+				c.normal(ctx, PodRef(p), ReasonEvicted, "Delete", "Deleted pod: terminationGracePeriod of node "+nodeName+" reached")
+				continue
+			}
+			err := c.evict(ctx, p)
+			switch {
+			case err == nil:
+				if !evicted[p.UID] {
+					evicted[p.UID] = true
+					res.Evicted = append(res.Evicted, key(p))
+					c.normal(ctx, PodRef(p), ReasonEvicted, "Evict", "Evicted pod: "+opts.Reason)
+				}
+			case apierrors.IsNotFound(err), apierrors.IsConflict(err) && strings.Contains(err.Error(), "UID"):
+				// gone already (or replaced by a new pod of the same name)
+			case apierrors.IsTooManyRequests(err):
+				if !blocked[p.UID] {
+					blocked[p.UID] = true
+					c.warn(ctx, PodRef(p), ReasonDisruptionBlocked, "Evict", "Eviction blocked: "+errMessage(err))
+				}
+			default:
+				if ctx.Err() == nil {
+					return c.drainStopped(ctx, nodeName, res, candidates, fmt.Errorf("evict pod %s: %w", key(p), err))
+				}
+			}
+		}
+		sleep := delay
+		if len(waiting) > 0 && len(candidates) == 0 {
+			sleep = min(delay, opts.RetryInitial)
+		}
+		select {
+		case <-ctx.Done():
+			return c.drainStopped(ctx, nodeName, res, append(candidates, waiting...), fmt.Errorf("drain node %s: %w", nodeName, ctx.Err()))
+		case <-time.After(sleep):
+		}
+		delay = min(delay*2, opts.RetryMax)
+	}
+}
+
+// drainStopped records what was left and a FailedDraining Event.
+func (c *Client) drainStopped(ctx context.Context, nodeName string, res *DrainResult, left []*corev1.Pod, err error) (*DrainResult, error) {
+	res.Remaining = res.Remaining[:0]
+	for _, p := range left {
+		res.Remaining = append(res.Remaining, key(p))
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	c.Record(ectx, Event{Regarding: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: nodeName}, Type: corev1.EventTypeWarning,
+		Reason: ReasonFailedDraining, Action: "Drain", Note: fmt.Sprintf("Failed to drain node, %d pods are waiting to be evicted", len(res.Remaining))})
+	return res, err
+}
+
+// evict posts an Eviction without client-go's hidden retries: client-go would otherwise
+// retry a 429 carrying Retry-After (PDB not yet evaluated) up to 10 times, silently
+// spending 100 s of the function's time.
+func (c *Client) evict(ctx context.Context, p *corev1.Pod) error {
+	ev := &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}},
+	}
+	if rc, ok := c.clients.Core.RESTClient().(*rest.RESTClient); ok && rc != nil {
+		return rc.Post().Namespace(p.Namespace).Resource("pods").Name(p.Name).SubResource("eviction").
+			MaxRetries(0).Body(ev).Do(ctx).Error()
+	}
+	// client-go's fake clients have no REST client; they serve evictions here.
+	return c.clients.Core.Pods(p.Namespace).EvictV1(ctx, ev)
+}
+
+func (c *Client) deletePod(ctx context.Context, p *corev1.Pod, left time.Duration) error {
+	grace := int64(max(left, 0) / time.Second)
+	err := c.clients.Core.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete pod %s: %w", key(p), err)
+	}
+	return nil
+}
+
+func podGrace(p *corev1.Pod) time.Duration {
+	if p.Spec.TerminationGracePeriodSeconds != nil {
+		return time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return 30 * time.Second
+}
+
+func isMirror(p *corev1.Pod) bool {
+	_, ok := p.Annotations[corev1.MirrorPodAnnotationKey]
+	return ok
+}
+
+func isCritical(p *corev1.Pod) bool {
+	return p.Spec.PriorityClassName == "system-cluster-critical" || p.Spec.PriorityClassName == "system-node-critical"
+}
+
+// toleratesDisrupted pods would schedule straight back onto the node: Karpenter leaves them.
+func toleratesDisrupted(p *corev1.Pod) bool {
+	for _, t := range p.Spec.Tolerations {
+		keyOK := t.Key == DisruptedTaint.Key || (t.Key == "" && t.Operator == corev1.TolerationOpExists)
+		effectOK := t.Effect == "" || t.Effect == DisruptedTaint.Effect
+		valueOK := t.Operator == corev1.TolerationOpExists || t.Value == DisruptedTaint.Value
+		if keyOK && effectOK && valueOK {
+			return true
+		}
+	}
+	return false
+}
+
+func key(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+func errMessage(err error) string {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return st.Status().Message
+	}
+	return err.Error()
+}
+
+// DeleteNode deletes a Node Joiner launched.
+func (c *Client) DeleteNode(ctx context.Context, node *corev1.Node) error {
+	if IsControlPlane(node) || node.Labels[karpenter.NodePoolLabelKey] == "" {
+		return fmt.Errorf("delete node %s: %w", node.Name, ErrNotOwned)
+	}
+	err := c.clients.Core.Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &node.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete node %s: %w", node.Name, err)
+	}
+	return nil
+}

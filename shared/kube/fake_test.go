@@ -1,0 +1,199 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+)
+
+func fakeClient(objs ...runtime.Object) (*Client, *fake.Clientset) {
+	cs := fake.NewClientset(objs...)
+	c := New(&Clients{Core: cs.CoreV1(), Apps: cs.AppsV1(), Policy: cs.PolicyV1(), Coordination: cs.CoordinationV1(), Events: cs.EventsV1()},
+		Options{ClusterName: "test", Identity: "unit"})
+	return c, cs
+}
+
+// TestDrainRetriesPDBRefusals checks the drain loop with client-go's fake clientset: a
+// 429 (PDB) is retried until the eviction is allowed, DaemonSet and mirror pods are left
+// alone, and Events are written for the evicted pod.
+func TestDrainRetriesPDBRefusals(t *testing.T) {
+	web := pod("web", "n1", "1")
+	ds := pod("ds", "n1", "100m", func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "x", Controller: ptr.To(true)}}
+	})
+	mirror := pod("mirror", "n1", "100m", func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} })
+	c, cs := fakeClient(web, ds, mirror)
+	var mu sync.Mutex
+	refusals := 2
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if refusals > 0 {
+			refusals--
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		name := a.(k8stesting.CreateAction).GetObject().(interface{ GetName() string }).GetName()
+		return true, nil, cs.Tracker().Delete(a.GetResource(), a.GetNamespace(), name)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := c.Drain(ctx, "n1", DrainOptions{Reason: "Underutilized", RetryInitial: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Evicted) != 1 || res.Evicted[0] != "default/web" || len(res.Skipped) != 2 || len(res.Remaining) != 0 {
+		t.Fatalf("drain result %+v", res)
+	}
+	if refusals != 0 {
+		t.Errorf("%d refusals left: the drain did not retry through the 429s", refusals)
+	}
+	evs, _ := cs.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
+	var reasons []string
+	for _, e := range evs.Items {
+		if e.ReportingController != ReportingController || e.Regarding.Name != "web" {
+			continue
+		}
+		reasons = append(reasons, e.Reason)
+	}
+	if strings.Join(reasons, ",") != "DisruptionBlocked,Evicted" && strings.Join(reasons, ",") != "Evicted,DisruptionBlocked" {
+		t.Errorf("events on pod web: %v, want DisruptionBlocked and Evicted", reasons)
+	}
+}
+
+func TestDrainRefusesDoNotDisruptUnlessInvoluntary(t *testing.T) {
+	keep := pod("keep", "n1", "1", func(p *corev1.Pod) { p.Annotations = map[string]string{karpenter.DoNotDisruptAnnotation: "true"} })
+	c, cs := fakeClient(keep)
+	evictions := 0
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		evictions++
+		return true, nil, cs.Tracker().Delete(a.GetResource(), a.GetNamespace(), "keep")
+	})
+	ctx := context.Background()
+	_, err := c.Drain(ctx, "n1", DrainOptions{Reason: "Underutilized", RetryInitial: time.Millisecond})
+	if !errors.Is(err, ErrDoNotDisrupt) || evictions != 0 {
+		t.Fatalf("voluntary drain: err %v, %d evictions; want ErrDoNotDisrupt and none", err, evictions)
+	}
+	res, err := c.Drain(ctx, "n1", DrainOptions{Reason: "SpotInterrupted", Involuntary: true, RetryInitial: time.Millisecond})
+	if err != nil || len(res.Evicted) != 1 {
+		t.Fatalf("involuntary drain: %v %+v", err, res)
+	}
+}
+
+// TestDrainDeletesPastGraceDeadline: once the NodeClaim's terminationGracePeriod has
+// run out, a PDB no longer holds the pod: it is deleted with what time is left.
+func TestDrainDeletesPastGraceDeadline(t *testing.T) {
+	p := pod("stuck", "n1", "1", func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(30)) })
+	c, cs := fakeClient(p)
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "eviction" {
+			return true, nil, apierrors.NewTooManyRequests("pdb", 0)
+		}
+		return false, nil, nil
+	})
+	var grace int64 = -1
+	cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if g := a.(k8stesting.DeleteActionImpl).DeleteOptions.GracePeriodSeconds; g != nil {
+			grace = *g
+		}
+		return false, nil, nil
+	})
+	res, err := c.Drain(context.Background(), "n1", DrainOptions{GraceDeadline: time.Now().Add(20 * time.Second), RetryInitial: time.Millisecond})
+	if err != nil || len(res.Deleted) != 1 {
+		t.Fatalf("drain: %v %+v", err, res)
+	}
+	if grace < 18 || grace > 20 {
+		t.Errorf("deleted with grace %ds, want the ~20s left before the deadline", grace)
+	}
+}
+
+func TestBeginDisruptionRefusesNodesJoinerDidNotLaunch(t *testing.T) {
+	cp := node("cp", "aws:///z/i-cp")
+	cp.Labels = map[string]string{"node-role.kubernetes.io/control-plane": "", karpenter.NodePoolLabelKey: "x"}
+	static := node("static", "aws:///z/i-s")
+	c, _ := fakeClient(cp, static)
+	st := &ClusterState{AllNodes: []*corev1.Node{cp, static}, NodeClaims: []*karpenter.NodeClaim{claim("c", "aws:///z/i-cp", true)}}
+	for _, n := range []string{"cp", "static"} {
+		if _, err := c.BeginDisruption(context.Background(), st, n, DisruptOptions{Reason: "Empty", Involuntary: true}); !errors.Is(err, ErrNotOwned) {
+			t.Errorf("%s: err %v, want ErrNotOwned", n, err)
+		}
+	}
+}
+
+func TestEventSeriesInsteadOfDuplicates(t *testing.T) {
+	c, cs := fakeClient()
+	n := node("n1", "")
+	for i := 0; i < 3; i++ {
+		c.Record(context.Background(), Event{Regarding: NodeRef(n), Reason: ReasonDisruptionBlocked, Note: "same"})
+	}
+	evs, _ := cs.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
+	if len(evs.Items) != 1 {
+		t.Fatalf("%d events, want 1 with a series", len(evs.Items))
+	}
+	if s := evs.Items[0].Series; s == nil || s.Count != 3 {
+		t.Errorf("series %+v, want count 3", s)
+	}
+}
+
+// TestAbandonUntaintsAfterDeadline: the deferred Abandon still removes the taint when
+// the caller's context has already ended (a function running out of time).
+func TestAbandonUntaintsAfterDeadline(t *testing.T) {
+	n := node("n1", "aws:///z/i-1")
+	n.Labels = map[string]string{karpenter.NodePoolLabelKey: "default"}
+	c, cs := fakeClient(n)
+	st := &ClusterState{AllNodes: []*corev1.Node{n}, NodeClaims: []*karpenter.NodeClaim{claim("c1", "aws:///z/i-1", true)}}
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := c.BeginDisruption(ctx, st, "n1", DisruptOptions{Reason: "Underutilized"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := cs.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if len(got.Spec.Taints) != 1 || got.Spec.Taints[0].Key != karpenter.DisruptedTaintKey {
+		t.Fatalf("taints after BeginDisruption: %v", got.Spec.Taints)
+	}
+	cancel()
+	d.Abandon(ctx)
+	got, _ = cs.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if len(got.Spec.Taints) != 0 {
+		t.Fatalf("taints after Abandon on an ended context: %v", got.Spec.Taints)
+	}
+}
+
+func TestLeaseDurationFor(t *testing.T) {
+	for timeout, want := range map[time.Duration]time.Duration{
+		15 * time.Minute: DefaultLeaseDuration, 60 * time.Second: 20 * time.Second, 3 * time.Second: time.Second,
+	} {
+		if got := LeaseDurationFor(timeout); got != want {
+			t.Errorf("LeaseDurationFor(%v) = %v, want %v", timeout, got, want)
+		}
+	}
+}
+
+func TestNominateEvents(t *testing.T) {
+	c, cs := fakeClient()
+	p := pod("web", "", "1")
+	c.Nominate(context.Background(), []*corev1.Pod{p}, "nodeclaim/default-abcde")
+	evs, _ := cs.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
+	if len(evs.Items) != 1 || evs.Items[0].Reason != ReasonNominated || evs.Items[0].Note != "Pod should schedule on: nodeclaim/default-abcde" ||
+		evs.Items[0].Regarding.Name != "web" || evs.Items[0].ReportingController != "joiner" {
+		t.Fatalf("events %+v", evs.Items)
+	}
+}

@@ -1,0 +1,657 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+)
+
+// Lifecycle timeouts (Karpenter's registration TTL is 15 minutes).
+const (
+	DefaultRegistrationTimeout = 15 * time.Minute
+	DefaultLaunchTimeout       = 5 * time.Minute
+)
+
+// Well-known node labels written on a launched NodeClaim (and so on its Node).
+const (
+	LabelInstanceType = "node.kubernetes.io/instance-type"
+	LabelZone         = "topology.kubernetes.io/zone"
+)
+
+// Condition reasons, as Karpenter writes them.
+const (
+	ReasonAwaitingLaunch        = "AwaitingLaunch"
+	ReasonLaunchFailedCondition = "LaunchFailed"
+	ReasonNodeNotFound          = "NodeNotFound"
+	ReasonNotLaunched           = "NotLaunched"
+	ReasonNodeNotReady          = "NodeNotReady"
+	ReasonStartupTaintsExist    = "StartupTaintsExist"
+	ReasonResourceNotRegistered = "ResourceNotRegistered"
+	ReasonUnhealthyDependents   = "UnhealthyDependents"
+	ReasonReconcilingDependents = "ReconcilingDependents"
+)
+
+// InstanceTerminator ends the EC2 instance behind a NodeClaim. It finds the instance by
+// status.providerID, or by the karpenter.sh/nodeclaim tag when the launch was never
+// recorded, and returns nil when no such instance exists any more. It must refuse an
+// instance without Joiner's ownership tags.
+type InstanceTerminator interface {
+	Terminate(ctx context.Context, nc *karpenter.NodeClaim) error
+}
+
+// Launch is what the EC2 side reports after a launch.
+type Launch struct {
+	ProviderID   string
+	InstanceType string
+	Zone         string
+	CapacityType string
+	ImageID      string
+	Capacity     corev1.ResourceList
+	Allocatable  corev1.ResourceList
+	// Labels are further labels of the chosen instance type (arch, family, ...).
+	Labels map[string]string
+}
+
+// InstanceID extracts the EC2 instance id from a providerID aws:///<zone>/<id>.
+func InstanceID(providerID string) string {
+	if !strings.HasPrefix(providerID, "aws://") {
+		return ""
+	}
+	return providerID[strings.LastIndex(providerID, "/")+1:]
+}
+
+// CreateNodeClaim writes nc before its instance is launched, so a concurrent
+// invocation already counts its capacity. It adds the termination finalizer (the
+// instance is terminated before the NodeClaim can go) and names it <nodepool>-xxxxx
+// when it has no name.
+func (c *Client) CreateNodeClaim(ctx context.Context, nc *karpenter.NodeClaim) (*karpenter.NodeClaim, error) {
+	nc = deepCopyNodeClaim(nc)
+	pool := nc.Labels[karpenter.NodePoolLabelKey]
+	var errs []string
+	if pool == "" {
+		errs = append(errs, "label "+karpenter.NodePoolLabelKey+" is required")
+	}
+	if nc.Spec.NodeClassRef == nil || nc.Spec.NodeClassRef.Name == "" {
+		errs = append(errs, "spec.nodeClassRef is required")
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("create NodeClaim %s: %s", nc.Name, strings.Join(errs, "; "))
+	}
+	if nc.Spec.Requirements == nil {
+		nc.Spec.Requirements = []karpenter.NodeSelectorRequirementWithMinValues{}
+	}
+	if nc.Name == "" && nc.GenerateName == "" {
+		nc.GenerateName = pool + "-"
+	}
+	if !slices.Contains(nc.Finalizers, karpenter.TerminationFinalizer) {
+		nc.Finalizers = append(nc.Finalizers, karpenter.TerminationFinalizer)
+	}
+	nc.Status = karpenter.NodeClaimStatus{}
+	u, err := NodeClaimToUnstructured(nc)
+	if err != nil {
+		return nil, err
+	}
+	created, err := c.clients.Dynamic.Resource(NodeClaimGVR).Create(ctx, u, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create NodeClaim %s: %w", nc.Name+nc.GenerateName, crdHint(err))
+	}
+	out, err := NodeClaimFromUnstructured(created)
+	if err != nil {
+		return nil, err
+	}
+	now := c.now()
+	setCond(&out.Status.Conditions, karpenter.ConditionLaunched, metav1.ConditionUnknown, ReasonAwaitingLaunch, "Instance not launched yet", now, out.Generation)
+	setCond(&out.Status.Conditions, karpenter.ConditionRegistered, metav1.ConditionUnknown, ReasonNotLaunched, "Node not launched", now, out.Generation)
+	setCond(&out.Status.Conditions, karpenter.ConditionInitialized, metav1.ConditionUnknown, ReasonNotLaunched, "Node not launched", now, out.Generation)
+	setReady(&out.Status.Conditions, now, out.Generation)
+	withStatus, err := c.patchNodeClaimStatus(ctx, out)
+	if err != nil {
+		// The claim exists and counts as in-flight; its conditions are only cosmetic
+		// until MarkLaunched writes them, so the launch may go on.
+		c.log.WarnContext(ctx, "NodeClaim created without initial conditions", "nodeclaim", out.Name, "error", err.Error())
+		return out, nil
+	}
+	return withStatus, nil
+}
+
+// MarkLaunched records the launched instance: labels for instance type, zone and
+// capacity type (shown by `kubectl get nodeclaims`), then providerID, image,
+// capacity, allocatable and Launched=True.
+func (c *Client) MarkLaunched(ctx context.Context, name string, l Launch) (*karpenter.NodeClaim, error) {
+	if l.ProviderID == "" {
+		return nil, fmt.Errorf("mark NodeClaim %s launched: providerID is empty", name)
+	}
+	labels := map[string]string{}
+	for k, v := range l.Labels {
+		labels[k] = v
+	}
+	for k, v := range map[string]string{LabelInstanceType: l.InstanceType, LabelZone: l.Zone, karpenter.CapacityTypeLabelKey: l.CapacityType} {
+		if v != "" {
+			labels[k] = v
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	u, err := c.clients.Dynamic.Resource(NodeClaimGVR).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("label NodeClaim %s: %w", name, err)
+	}
+	nc, err := NodeClaimFromUnstructured(u)
+	if err != nil {
+		return nil, err
+	}
+	now := c.now()
+	nc.Status.ProviderID, nc.Status.ImageID = l.ProviderID, l.ImageID
+	nc.Status.Capacity, nc.Status.Allocatable = l.Capacity, l.Allocatable
+	setCond(&nc.Status.Conditions, karpenter.ConditionLaunched, metav1.ConditionTrue, karpenter.ConditionLaunched, "", now, nc.Generation)
+	setCond(&nc.Status.Conditions, karpenter.ConditionRegistered, metav1.ConditionUnknown, ReasonNodeNotFound, "Node not registered with cluster", now, nc.Generation)
+	setCond(&nc.Status.Conditions, karpenter.ConditionInitialized, metav1.ConditionUnknown, ReasonNodeNotFound, "Node not registered with cluster", now, nc.Generation)
+	setReady(&nc.Status.Conditions, now, nc.Generation)
+	out, err := c.patchNodeClaimStatus(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	c.normal(ctx, NodeClaimRef(out), ReasonLaunched, "Launch", fmt.Sprintf("Launched instance %s (%s, %s, %s)", InstanceID(l.ProviderID), l.InstanceType, l.Zone, l.CapacityType))
+	return out, nil
+}
+
+// MarkLaunchFailed records why the launch failed (Launched=False), then deletes and
+// finalizes the NodeClaim; term terminates an instance the failed call may still have
+// started, so nothing is left behind.
+func (c *Client) MarkLaunchFailed(ctx context.Context, name string, cause error, term InstanceTerminator) error {
+	nc, err := c.getNodeClaim(ctx, name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now := c.now()
+	msg := "launch failed"
+	if cause != nil {
+		msg = cause.Error()
+	}
+	setCond(&nc.Status.Conditions, karpenter.ConditionLaunched, metav1.ConditionFalse, ReasonLaunchFailedCondition, msg, now, nc.Generation)
+	setReady(&nc.Status.Conditions, now, nc.Generation)
+	if nc, err = c.patchNodeClaimStatus(ctx, nc); err != nil {
+		return err
+	}
+	c.warn(ctx, NodeClaimRef(nc), ReasonLaunchFailed, "Launch", msg)
+	if err := c.DeleteNodeClaim(ctx, name); err != nil {
+		return err
+	}
+	nc, err = c.getNodeClaim(ctx, name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = c.finalize(ctx, nil, nc, term)
+	return err
+}
+
+// DeleteNodeClaim marks a NodeClaim for deletion; its finalizer keeps it until the
+// instance is terminated (Reconcile or a Disruption finishes that).
+func (c *Client) DeleteNodeClaim(ctx context.Context, name string) error {
+	err := c.clients.Dynamic.Resource(NodeClaimGVR).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete NodeClaim %s: %w", name, err)
+	}
+	return nil
+}
+
+func (c *Client) getNodeClaim(ctx context.Context, name string) (*karpenter.NodeClaim, error) {
+	u, err := c.clients.Dynamic.Resource(NodeClaimGVR).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return NodeClaimFromUnstructured(u)
+}
+
+// patchNodeClaimStatus writes nc.Status through the status subresource (a merge patch:
+// conditions are replaced as a whole, as computed here).
+func (c *Client) patchNodeClaimStatus(ctx context.Context, nc *karpenter.NodeClaim) (*karpenter.NodeClaim, error) {
+	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&nc.Status)
+	if err != nil {
+		return nil, err
+	}
+	dropNulls(st)
+	patch, _ := json.Marshal(map[string]any{"status": st})
+	u, err := c.clients.Dynamic.Resource(NodeClaimGVR).Patch(ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return nil, fmt.Errorf("update NodeClaim %s status: %w", nc.Name, err)
+	}
+	return NodeClaimFromUnstructured(u)
+}
+
+func setCond(conds *[]metav1.Condition, typ string, status metav1.ConditionStatus, reason, msg string, now time.Time, gen int64) {
+	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
+		LastTransitionTime: metav1.NewTime(now), ObservedGeneration: gen})
+}
+
+// setReady derives the root Ready condition from Launched, Registered and Initialized,
+// the way Karpenter's status conditions do.
+func setReady(conds *[]metav1.Condition, now time.Time, gen int64) {
+	status, reason, msg := metav1.ConditionTrue, karpenter.ConditionReady, ""
+	for _, t := range []string{karpenter.ConditionLaunched, karpenter.ConditionRegistered, karpenter.ConditionInitialized} {
+		cd := meta.FindStatusCondition(*conds, t)
+		switch {
+		case cd == nil || cd.Status == metav1.ConditionUnknown:
+			if status == metav1.ConditionTrue {
+				status, reason, msg = metav1.ConditionUnknown, ReasonReconcilingDependents, t+" is not yet true"
+			}
+		case cd.Status == metav1.ConditionFalse:
+			status, reason, msg = metav1.ConditionFalse, ReasonUnhealthyDependents, t+": "+cd.Message
+		}
+	}
+	setCond(conds, karpenter.ConditionReady, status, reason, msg, now, gen)
+}
+
+// ReconcileReport says what Reconcile did, by NodeClaim name.
+type ReconcileReport struct {
+	Registered  []string
+	Initialized []string
+	// TimedOut NodeClaims were never registered (or launched) in time and were removed.
+	TimedOut []string
+	// Finalized NodeClaims had their instance terminated and their finalizer removed.
+	Finalized []string
+	// Draining NodeClaims are being deleted but their node still has pods to move.
+	Draining []string
+	// Errors are per-NodeClaim failures; the others were still processed.
+	Errors []error
+}
+
+// Reconcile advances the lifecycle of every NodeClaim in st, as Karpenter's controllers
+// would: registration when a Node with the providerID appears, initialization when it
+// is Ready with its extended resources, removal after the registration timeout, and
+// finalization (drain, terminate, delete node, drop finalizer) of deleted NodeClaims;
+// then it writes each NodePool's resources in use. One NodeClaim's failure does not
+// stop the others.
+func (c *Client) Reconcile(ctx context.Context, st *ClusterState, term InstanceTerminator) (*ReconcileReport, error) {
+	rep := &ReconcileReport{}
+	nodeByProvider := map[string]*corev1.Node{}
+	for _, n := range st.AllNodes {
+		if n.Spec.ProviderID != "" {
+			nodeByProvider[n.Spec.ProviderID] = n
+		}
+	}
+	now := c.now()
+	for _, nc := range st.NodeClaims {
+		if ctx.Err() != nil {
+			break
+		}
+		node := nodeByProvider[nc.Status.ProviderID]
+		if nc.Status.ProviderID == "" {
+			node = nil
+		}
+		var err error
+		switch {
+		case nc.DeletionTimestamp != nil:
+			if !slices.Contains(nc.Finalizers, karpenter.TerminationFinalizer) {
+				continue
+			}
+			var done bool
+			done, err = c.finalize(ctx, st, nc, term)
+			if err == nil && done {
+				rep.Finalized = append(rep.Finalized, nc.Name)
+			} else if err == nil {
+				rep.Draining = append(rep.Draining, nc.Name)
+			}
+		case !ConditionTrue(nc.Status.Conditions, karpenter.ConditionLaunched):
+			if now.Sub(nc.CreationTimestamp.Time) > c.opts.LaunchTimeout {
+				err = c.expire(ctx, nc, term, fmt.Sprintf("NodeClaim not launched within %s", c.opts.LaunchTimeout))
+				if err == nil {
+					rep.TimedOut = append(rep.TimedOut, nc.Name)
+				}
+			}
+		case node == nil && ConditionTrue(nc.Status.Conditions, karpenter.ConditionRegistered):
+			// Its Node was deleted (the snapshot lists both at one resourceVersion): as
+			// with Karpenter, the NodeClaim and its instance go too.
+			err = c.expire(ctx, nc, term, "Node "+nc.Status.NodeName+" was deleted")
+			if err == nil {
+				rep.Finalized = append(rep.Finalized, nc.Name)
+			}
+		case node == nil:
+			if now.Sub(launchedAt(nc)) > c.opts.RegistrationTimeout {
+				err = c.expire(ctx, nc, term, fmt.Sprintf("Node did not register with the cluster within %s of launch", c.opts.RegistrationTimeout))
+				if err == nil {
+					rep.TimedOut = append(rep.TimedOut, nc.Name)
+				}
+			}
+		default:
+			if !ConditionTrue(nc.Status.Conditions, karpenter.ConditionRegistered) {
+				if node, err = c.register(ctx, nc, node); err == nil {
+					rep.Registered = append(rep.Registered, nc.Name)
+				}
+			}
+			if err == nil && !ConditionTrue(nc.Status.Conditions, karpenter.ConditionInitialized) {
+				var ok bool
+				if ok, err = c.initialize(ctx, nc, node); err == nil && ok {
+					rep.Initialized = append(rep.Initialized, nc.Name)
+				}
+			}
+		}
+		if err != nil {
+			rep.Errors = append(rep.Errors, fmt.Errorf("NodeClaim %s: %w", nc.Name, err))
+		}
+	}
+	if err := c.UpdateNodePoolStatus(ctx, st); err != nil {
+		rep.Errors = append(rep.Errors, err)
+	}
+	return rep, errors.Join(rep.Errors...)
+}
+
+func launchedAt(nc *karpenter.NodeClaim) time.Time {
+	if cd := meta.FindStatusCondition(nc.Status.Conditions, karpenter.ConditionLaunched); cd != nil && cd.Status == metav1.ConditionTrue {
+		return cd.LastTransitionTime.Time
+	}
+	return nc.CreationTimestamp.Time
+}
+
+// expire removes a NodeClaim whose instance never became a node, or whose Node was
+// deleted, terminating the instance.
+func (c *Client) expire(ctx context.Context, nc *karpenter.NodeClaim, term InstanceTerminator, why string) error {
+	reason := ReasonRegistrationTimeout
+	if ConditionTrue(nc.Status.Conditions, karpenter.ConditionRegistered) {
+		reason = ReasonTerminating
+	}
+	c.warn(ctx, NodeClaimRef(nc), reason, "Delete", why)
+	c.log.WarnContext(ctx, "removing NodeClaim", "nodeclaim", nc.Name, "providerID", nc.Status.ProviderID, "why", why)
+	if err := c.DeleteNodeClaim(ctx, nc.Name); err != nil {
+		return err
+	}
+	fresh, err := c.getNodeClaim(ctx, nc.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = c.finalize(ctx, nil, fresh, term)
+	return err
+}
+
+// register syncs the NodeClaim's labels and taints onto its new Node, removes the
+// karpenter.sh/unregistered taint and marks both registered.
+func (c *Client) register(ctx context.Context, nc *karpenter.NodeClaim, node *corev1.Node) (*corev1.Node, error) {
+	updated, err := c.patchNode(ctx, node, func(n *corev1.Node) bool {
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		for k, v := range nc.Labels {
+			n.Labels[k] = v
+		}
+		n.Labels[karpenter.NodeClaimLabelKey] = nc.Name
+		n.Labels[karpenter.NodeRegisteredLabelKey] = "true"
+		taints := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == karpenter.UnregisteredTaintKey })
+		for _, t := range append(slices.Clone(nc.Spec.Taints), nc.Spec.StartupTaints...) {
+			if !slices.ContainsFunc(taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) }) {
+				taints = append(taints, t)
+			}
+		}
+		n.Spec.Taints = taints
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("register node %s: %w", node.Name, err)
+	}
+	now := c.now()
+	nc.Status.NodeName = updated.Name
+	setCond(&nc.Status.Conditions, karpenter.ConditionRegistered, metav1.ConditionTrue, karpenter.ConditionRegistered, "", now, nc.Generation)
+	setCond(&nc.Status.Conditions, karpenter.ConditionInitialized, metav1.ConditionUnknown, ReasonNodeNotReady, "Node not ready", now, nc.Generation)
+	setReady(&nc.Status.Conditions, now, nc.Generation)
+	out, err := c.patchNodeClaimStatus(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	*nc = *out
+	c.normal(ctx, NodeClaimRef(nc), ReasonRegistered, "Register", "Node "+updated.Name+" registered")
+	return updated, nil
+}
+
+// initialize marks the NodeClaim initialized once its Node is Ready, its startup
+// taints are gone and every extended resource it was launched for (nvidia.com/gpu, ...)
+// is advertised in the Node's allocatable. Until then its capacity stays in-flight.
+func (c *Client) initialize(ctx context.Context, nc *karpenter.NodeClaim, node *corev1.Node) (bool, error) {
+	reason, msg := "", ""
+	switch {
+	case !nodeReady(node):
+		reason, msg = ReasonNodeNotReady, "Node not ready"
+	case hasAnyTaint(node, nc.Spec.StartupTaints):
+		reason, msg = ReasonStartupTaintsExist, "StartupTaints exist on the node"
+	default:
+		if missing := missingResources(nc, node); len(missing) > 0 {
+			reason, msg = ReasonResourceNotRegistered, "Resources "+strings.Join(missing, ", ")+" not registered"
+		}
+	}
+	now := c.now()
+	if reason != "" {
+		if cd := meta.FindStatusCondition(nc.Status.Conditions, karpenter.ConditionInitialized); cd != nil && cd.Reason == reason && cd.Message == msg {
+			return false, nil
+		}
+		setCond(&nc.Status.Conditions, karpenter.ConditionInitialized, metav1.ConditionUnknown, reason, msg, now, nc.Generation)
+		setReady(&nc.Status.Conditions, now, nc.Generation)
+		out, err := c.patchNodeClaimStatus(ctx, nc)
+		if err == nil {
+			*nc = *out
+		}
+		return false, err
+	}
+	if _, err := c.patchNode(ctx, node, func(n *corev1.Node) bool {
+		if n.Labels[karpenter.NodeInitializedLabelKey] == "true" {
+			return false
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels[karpenter.NodeInitializedLabelKey] = "true"
+		return true
+	}); err != nil {
+		return false, fmt.Errorf("label node %s initialized: %w", node.Name, err)
+	}
+	setCond(&nc.Status.Conditions, karpenter.ConditionInitialized, metav1.ConditionTrue, karpenter.ConditionInitialized, "", now, nc.Generation)
+	setReady(&nc.Status.Conditions, now, nc.Generation)
+	out, err := c.patchNodeClaimStatus(ctx, nc)
+	if err != nil {
+		return false, err
+	}
+	*nc = *out
+	c.normal(ctx, NodeClaimRef(nc), ReasonInitialized, "Initialize", "Node "+node.Name+" initialized")
+	return true, nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, cd := range n.Status.Conditions {
+		if cd.Type == corev1.NodeReady {
+			return cd.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func hasAnyTaint(n *corev1.Node, taints []corev1.Taint) bool {
+	for _, t := range taints {
+		if slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// wellKnownResources are always advertised by the kubelet itself.
+var wellKnownResources = map[corev1.ResourceName]bool{
+	corev1.ResourceCPU: true, corev1.ResourceMemory: true, corev1.ResourcePods: true, corev1.ResourceEphemeralStorage: true,
+}
+
+// missingResources lists the extended resources the NodeClaim expects (in its
+// allocatable or requests) that the node does not advertise yet.
+func missingResources(nc *karpenter.NodeClaim, n *corev1.Node) []string {
+	want := map[corev1.ResourceName]bool{}
+	for _, l := range []corev1.ResourceList{nc.Status.Allocatable, nc.Spec.Resources.Requests} {
+		for name, q := range l {
+			if !wellKnownResources[name] && !strings.HasPrefix(string(name), "hugepages-") && q.Sign() > 0 {
+				want[name] = true
+			}
+		}
+	}
+	var missing []string
+	for name := range want {
+		if q, ok := n.Status.Allocatable[name]; !ok || q.Sign() <= 0 {
+			missing = append(missing, string(name))
+		}
+	}
+	sort.Strings(missing)
+	return missing
+}
+
+// finalize completes a deleted NodeClaim: its node is drained (taint, evictions) if it
+// still runs pods, the instance is terminated, the Node deleted and the finalizer
+// removed, in that order (a node deleted before its instance would re-register).
+// done is false while the drain is still under way.
+func (c *Client) finalize(ctx context.Context, st *ClusterState, nc *karpenter.NodeClaim, term InstanceTerminator) (done bool, err error) {
+	if term == nil {
+		return false, errors.New("finalize: no InstanceTerminator configured")
+	}
+	node, err := c.nodeForClaim(ctx, st, nc)
+	if err != nil {
+		return false, err
+	}
+	if node != nil && node.DeletionTimestamp == nil {
+		if err := c.taintDisrupted(ctx, node); err != nil {
+			return false, err
+		}
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		opts := DrainOptions{Reason: "NodeClaim deleted"}
+		if tgp := nc.Spec.TerminationGracePeriod; tgp != nil && nc.DeletionTimestamp != nil {
+			opts.GraceDeadline = nc.DeletionTimestamp.Add(tgp.Duration)
+		}
+		res, derr := c.Drain(dctx, node.Name, opts)
+		cancel()
+		if derr != nil && !errors.Is(derr, context.DeadlineExceeded) {
+			return false, derr
+		}
+		if len(res.Remaining) > 0 {
+			return false, nil
+		}
+	}
+	if err := term.Terminate(ctx, nc); err != nil {
+		return false, fmt.Errorf("terminate instance %s: %w", nc.Status.ProviderID, err)
+	}
+	c.normal(ctx, NodeClaimRef(nc), ReasonInstanceTerminated, "Terminate", "Terminated instance "+InstanceID(nc.Status.ProviderID))
+	if node != nil {
+		err := c.clients.Core.Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &node.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return false, fmt.Errorf("delete node %s: %w", node.Name, err)
+		}
+	}
+	return true, c.removeFinalizer(ctx, nc)
+}
+
+func (c *Client) nodeForClaim(ctx context.Context, st *ClusterState, nc *karpenter.NodeClaim) (*corev1.Node, error) {
+	if nc.Status.ProviderID == "" {
+		return nil, nil
+	}
+	if st != nil {
+		for _, n := range st.AllNodes {
+			if n.Spec.ProviderID == nc.Status.ProviderID {
+				return n, nil
+			}
+		}
+		return nil, nil
+	}
+	if nc.Status.NodeName != "" {
+		n, err := c.clients.Core.Nodes().Get(ctx, nc.Status.NodeName, metav1.GetOptions{})
+		if err == nil && n.Spec.ProviderID == nc.Status.ProviderID {
+			return n, nil
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+func (c *Client) removeFinalizer(ctx context.Context, nc *karpenter.NodeClaim) error {
+	for attempt := 0; attempt < 5; attempt++ {
+		rest := slices.DeleteFunc(slices.Clone(nc.Finalizers), func(f string) bool { return f == karpenter.TerminationFinalizer })
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": rest, "resourceVersion": nc.ResourceVersion}})
+		_, err := c.clients.Dynamic.Resource(NodeClaimGVR).Patch(ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			if err != nil {
+				return fmt.Errorf("remove finalizer of NodeClaim %s: %w", nc.Name, err)
+			}
+			return nil
+		}
+		if nc, err = c.getNodeClaim(ctx, nc.Name); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		}
+	}
+	return fmt.Errorf("remove finalizer of NodeClaim %s: kept conflicting", nc.Name)
+}
+
+// UpdateNodePoolStatus writes each NodePool's resources in use (the capacity of its
+// live NodeClaims, plus "nodes") when they changed.
+func (c *Client) UpdateNodePoolStatus(ctx context.Context, st *ClusterState) error {
+	var errs []error
+	for _, np := range st.Snapshot.NodePools {
+		res := corev1.ResourceList{}
+		var count int64
+		for _, nc := range st.NodeClaims {
+			if nc.Labels[karpenter.NodePoolLabelKey] != np.Name || nc.DeletionTimestamp != nil {
+				continue
+			}
+			count++
+			addList(res, nc.Status.Capacity)
+		}
+		res[karpenter.ResourceLimitsNodes] = *resource.NewQuantity(count, resource.DecimalSI)
+		if count == np.Status.NodeCount && equalResources(res, np.Status.Resources) {
+			continue
+		}
+		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"resources": res, "nodes": count}})
+		if _, err := c.clients.Dynamic.Resource(NodePoolGVR).Patch(ctx, np.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("update NodePool %s status: %w", np.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func equalResources(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok || v.Cmp(w) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func deepCopyNodeClaim(nc *karpenter.NodeClaim) *karpenter.NodeClaim {
+	b, _ := json.Marshal(nc)
+	out := &karpenter.NodeClaim{}
+	_ = json.Unmarshal(b, out)
+	return out
+}

@@ -1,0 +1,354 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/packer"
+)
+
+// ClusterState is one consistent read of the cluster: the packing engine's snapshot
+// plus what the engine does not take but the disruption and lifecycle code needs.
+type ClusterState struct {
+	// Snapshot is ready for the engine except for Catalog, which the caller sets.
+	Snapshot packer.Snapshot
+	// PDBs are every PodDisruptionBudget in the cluster.
+	PDBs []*policyv1.PodDisruptionBudget
+	// NodeClaims are every NodeClaim, including initialized and deleting ones.
+	NodeClaims []*karpenter.NodeClaim
+	// AllNodes are every Node, including those whose NodeClaim is still initializing
+	// (which Snapshot.Nodes leaves out: their capacity is in Snapshot.InFlight).
+	AllNodes []*corev1.Node
+	// PodsByNode are the non-terminal pods bound to each node, by node name.
+	PodsByNode map[string][]*corev1.Pod
+	// ResourceVersion is the point the lists were read at ("" when the server would
+	// not serve an exact resourceVersion and each list is simply recent).
+	ResourceVersion string
+	// ReadAt is when the read started.
+	ReadAt time.Time
+}
+
+// NodeClaimForNode returns the NodeClaim whose providerID matches the node, or nil.
+func (s *ClusterState) NodeClaimForNode(n *corev1.Node) *karpenter.NodeClaim {
+	if n == nil || n.Spec.ProviderID == "" {
+		return nil
+	}
+	for _, nc := range s.NodeClaims {
+		if nc.Status.ProviderID == n.Spec.ProviderID {
+			return nc
+		}
+	}
+	return nil
+}
+
+// DefaultPageSize is how many objects one list request returns.
+const DefaultPageSize = 1000
+
+// ReadState lists pods, nodes, DaemonSets, PDBs, NodePools, EC2NodeClasses and
+// NodeClaims in pages and converts them into a ClusterState. The first pod page fixes a
+// resourceVersion; every other list is read at exactly that version, so the snapshot
+// is one point in time (falling back to the latest state when the server has
+// compacted that version away).
+func (c *Client) ReadState(ctx context.Context) (*ClusterState, error) {
+	st := &ClusterState{ReadAt: c.now()}
+	limit := int64(c.PageSize)
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	first, err := c.clients.Core.Pods("").List(ctx, metav1.ListOptions{Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	rv := first.ResourceVersion
+	st.ResourceVersion = rv
+
+	var (
+		pods        = ptrs(first.Items)
+		nodes       []*corev1.Node
+		daemonSets  []*appsv1.DaemonSet
+		pdbs        []*policyv1.PodDisruptionBudget
+		pools       []*karpenter.NodePool
+		classes     []*karpenter.EC2NodeClass
+		claims      []*karpenter.NodeClaim
+		inexactList atomic.Bool
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		cont := first.Continue
+		for cont != "" {
+			page, err := c.clients.Core.Pods("").List(gctx, metav1.ListOptions{Limit: limit, Continue: cont})
+			if err != nil {
+				return fmt.Errorf("list pods (continue): %w", err)
+			}
+			pods = append(pods, ptrs(page.Items)...)
+			cont = page.Continue
+		}
+		return nil
+	})
+	exact := func(list func(metav1.ListOptions) (string, string, error), what string) error {
+		inexact, err := listPaged(gctx, rv, limit, list)
+		if inexact {
+			inexactList.Store(true)
+		}
+		if err != nil {
+			return fmt.Errorf("list %s: %w", what, crdHint(err))
+		}
+		return nil
+	}
+	g.Go(func() error {
+		return exact(func(o metav1.ListOptions) (string, string, error) {
+			l, err := c.clients.Core.Nodes().List(gctx, o)
+			if err != nil {
+				return "", "", err
+			}
+			nodes = append(nodes, ptrs(l.Items)...)
+			return l.Continue, l.ResourceVersion, nil
+		}, "nodes")
+	})
+	g.Go(func() error {
+		return exact(func(o metav1.ListOptions) (string, string, error) {
+			l, err := c.clients.Apps.DaemonSets("").List(gctx, o)
+			if err != nil {
+				return "", "", err
+			}
+			daemonSets = append(daemonSets, ptrs(l.Items)...)
+			return l.Continue, l.ResourceVersion, nil
+		}, "daemonsets")
+	})
+	g.Go(func() error {
+		return exact(func(o metav1.ListOptions) (string, string, error) {
+			l, err := c.clients.Policy.PodDisruptionBudgets("").List(gctx, o)
+			if err != nil {
+				return "", "", err
+			}
+			pdbs = append(pdbs, ptrs(l.Items)...)
+			return l.Continue, l.ResourceVersion, nil
+		}, "poddisruptionbudgets")
+	})
+	g.Go(func() error {
+		return exact(dynamicPager(gctx, c, NodePoolGVR, &pools, NodePoolFromUnstructured), "nodepools.karpenter.sh")
+	})
+	g.Go(func() error {
+		return exact(dynamicPager(gctx, c, NodeClassGVR, &classes, NodeClassFromUnstructured), "ec2nodeclasses.karpenter.k8s.aws")
+	})
+	g.Go(func() error {
+		return exact(dynamicPager(gctx, c, NodeClaimGVR, &claims, NodeClaimFromUnstructured), "nodeclaims.karpenter.sh")
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if inexactList.Load() {
+		st.ResourceVersion = ""
+	}
+	st.PDBs, st.NodeClaims, st.AllNodes = pdbs, claims, nodes
+	st.Snapshot.DaemonSets, st.Snapshot.NodePools, st.Snapshot.NodeClasses = daemonSets, pools, classes
+	assemble(st, pods)
+	return st, nil
+}
+
+// listPaged runs list until the last page. The first request asks for exactly rv;
+// if the server cannot serve it (compacted, or too new for a lagging cache) the list
+// restarts at the latest version and inexact is reported.
+func listPaged(ctx context.Context, rv string, limit int64, list func(metav1.ListOptions) (cont, rv string, err error)) (inexact bool, err error) {
+	opts := metav1.ListOptions{Limit: limit}
+	if rv != "" {
+		opts.ResourceVersion, opts.ResourceVersionMatch = rv, metav1.ResourceVersionMatchExact
+	}
+	cont, _, err := list(opts)
+	if err != nil && rv != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.IsTimeout(err) || apierrors.IsBadRequest(err)) {
+		inexact = true
+		cont, _, err = list(metav1.ListOptions{Limit: limit})
+	}
+	for err == nil && cont != "" && ctx.Err() == nil {
+		cont, _, err = list(metav1.ListOptions{Limit: limit, Continue: cont})
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return inexact, err
+}
+
+func dynamicPager[T any](ctx context.Context, c *Client, gvr schema.GroupVersionResource, out *[]*T, conv func(*unstructured.Unstructured) (*T, error)) func(metav1.ListOptions) (string, string, error) {
+	return func(o metav1.ListOptions) (string, string, error) {
+		l, err := c.clients.Dynamic.Resource(gvr).List(ctx, o)
+		if err != nil {
+			return "", "", err
+		}
+		for i := range l.Items {
+			v, err := conv(&l.Items[i])
+			if err != nil {
+				return "", "", err
+			}
+			*out = append(*out, v)
+		}
+		return l.GetContinue(), l.GetResourceVersion(), nil
+	}
+}
+
+// crdHint makes a missing Karpenter CRD say how to install it.
+func crdHint(err error) error {
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return fmt.Errorf("%w (are the Karpenter CRDs installed? kubectl apply -k deploy/)", err)
+	}
+	return err
+}
+
+func ptrs[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+		// managedFields are a large share of every object and nothing here reads
+		// them; dropping them keeps a 50,000-pod snapshot markedly smaller.
+		if m, ok := any(out[i]).(metav1.Object); ok {
+			m.SetManagedFields(nil)
+		}
+	}
+	return out
+}
+
+// assemble sorts pods into pending and per-node lists and splits nodes whose NodeClaim
+// is not initialized yet into in-flight capacity.
+func assemble(st *ClusterState, pods []*corev1.Pod) {
+	st.PodsByNode = make(map[string][]*corev1.Pod, len(st.AllNodes))
+	for _, p := range pods {
+		switch {
+		case IsPending(p):
+			st.Snapshot.Pods = append(st.Snapshot.Pods, p)
+		case p.Spec.NodeName != "" && !isTerminal(p):
+			st.PodsByNode[p.Spec.NodeName] = append(st.PodsByNode[p.Spec.NodeName], p)
+		}
+	}
+	claimByProvider := make(map[string]*karpenter.NodeClaim, len(st.NodeClaims))
+	for _, nc := range st.NodeClaims {
+		if nc.Status.ProviderID != "" {
+			claimByProvider[nc.Status.ProviderID] = nc
+		}
+	}
+	nodeByProvider := make(map[string]*corev1.Node, len(st.AllNodes))
+	for _, n := range st.AllNodes {
+		if n.Spec.ProviderID != "" {
+			nodeByProvider[n.Spec.ProviderID] = n
+		}
+		nc := claimByProvider[n.Spec.ProviderID]
+		if nc != nil && nc.DeletionTimestamp == nil && !ConditionTrue(nc.Status.Conditions, karpenter.ConditionInitialized) {
+			continue // counted as in-flight below
+		}
+		st.Snapshot.Nodes = append(st.Snapshot.Nodes, packer.NodeState{Node: n, Pods: st.PodsByNode[n.Name]})
+	}
+	for _, nc := range st.NodeClaims {
+		if nc.DeletionTimestamp != nil || ConditionTrue(nc.Status.Conditions, karpenter.ConditionInitialized) {
+			continue
+		}
+		if n := nodeByProvider[nc.Status.ProviderID]; n != nil && nc.Status.ProviderID != "" {
+			if bound := st.PodsByNode[n.Name]; len(bound) > 0 {
+				nc = withoutBoundPods(nc, bound)
+			}
+		}
+		st.Snapshot.InFlight = append(st.Snapshot.InFlight, nc)
+	}
+}
+
+// withoutBoundPods returns a copy of nc whose allocatable excludes what the pods already
+// bound to its (registered, not yet initialized) node request, so in-flight capacity is
+// not offered twice.
+func withoutBoundPods(nc *karpenter.NodeClaim, pods []*corev1.Pod) *karpenter.NodeClaim {
+	cp := *nc
+	alloc := corev1.ResourceList{}
+	for k, v := range nc.Status.Allocatable {
+		alloc[k] = v.DeepCopy()
+	}
+	for _, p := range pods {
+		for name, q := range PodRequests(p) {
+			if cur, ok := alloc[name]; ok {
+				cur.Sub(q)
+				if cur.Sign() < 0 {
+					cur = *resource.NewQuantity(0, cur.Format)
+				}
+				alloc[name] = cur
+			}
+		}
+	}
+	cp.Status.Allocatable = alloc
+	return &cp
+}
+
+// IsPending reports whether the scheduler gave up on p for lack of capacity: not bound,
+// not terminating, PodScheduled=False with reason Unschedulable. DaemonSet pods and pods
+// waiting on a preemption (nominatedNodeName) are left out, as Karpenter leaves them.
+func IsPending(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || isTerminal(p) || p.Status.NominatedNodeName != "" {
+		return false
+	}
+	if isOwnedBy(p, "DaemonSet") {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}
+
+func isTerminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+func isOwnedBy(p *corev1.Pod, kind string) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == kind && o.Controller != nil && *o.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+// PodRequests sums a pod's effective requests: the larger of the sum of its containers
+// and its largest init container, plus overhead.
+func PodRequests(p *corev1.Pod) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, c := range p.Spec.Containers {
+		addList(out, c.Resources.Requests)
+	}
+	for _, c := range p.Spec.InitContainers {
+		for k, v := range c.Resources.Requests {
+			if cur, ok := out[k]; !ok || v.Cmp(cur) > 0 {
+				out[k] = v.DeepCopy()
+			}
+		}
+	}
+	addList(out, p.Spec.Overhead)
+	out[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+	return out
+}
+
+func addList(dst, src corev1.ResourceList) {
+	for k, v := range src {
+		cur := dst[k]
+		cur.Add(v)
+		dst[k] = cur
+	}
+}
+
+// ConditionTrue reports whether conditions hold typ with status True.
+func ConditionTrue(conds []metav1.Condition, typ string) bool {
+	c := meta.FindStatusCondition(conds, typ)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+var errNotOwned = errors.New("not launched by Joiner")

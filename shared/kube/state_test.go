@@ -1,0 +1,194 @@
+package kube
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+)
+
+func pod(name, node string, cpu string, mut ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}},
+	}
+	if node == "" {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+	} else {
+		p.Status.Phase = corev1.PodRunning
+	}
+	for _, m := range mut {
+		m(p)
+	}
+	return p
+}
+
+func TestIsPending(t *testing.T) {
+	now := metav1.Now()
+	cases := map[string]struct {
+		p    *corev1.Pod
+		want bool
+	}{
+		"unschedulable":  {pod("a", "", "1"), true},
+		"bound":          {pod("b", "n1", "1"), false},
+		"terminating":    {pod("c", "", "1", func(p *corev1.Pod) { p.DeletionTimestamp = &now }), false},
+		"not yet judged": {pod("d", "", "1", func(p *corev1.Pod) { p.Status.Conditions = nil }), false},
+		"other reason":   {pod("e", "", "1", func(p *corev1.Pod) { p.Status.Conditions[0].Reason = "SchedulerError" }), false},
+		"preempting":     {pod("f", "", "1", func(p *corev1.Pod) { p.Status.NominatedNodeName = "n1" }), false},
+		"failed":         {pod("g", "", "1", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), false},
+		"daemonset owned": {pod("h", "", "1", func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Controller: ptr.To(true)}}
+		}), false},
+	}
+	for name, tc := range cases {
+		if got := IsPending(tc.p); got != tc.want {
+			t.Errorf("%s: IsPending = %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func claim(name, providerID string, initialized bool) *karpenter.NodeClaim {
+	nc := &karpenter.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpenter.NodePoolLabelKey: "default"}}}
+	nc.Status.ProviderID = providerID
+	nc.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110"),
+		karpenter.ResourceNVIDIAGPU: resource.MustParse("1")}
+	st := metav1.ConditionUnknown
+	if initialized {
+		st = metav1.ConditionTrue
+	}
+	nc.Status.Conditions = []metav1.Condition{{Type: karpenter.ConditionInitialized, Status: st}}
+	return nc
+}
+
+func node(name, providerID string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}, Spec: corev1.NodeSpec{ProviderID: providerID}}
+}
+
+// TestAssembleSplitsInFlight checks the snapshot the engine gets: pending pods,
+// initialized nodes with their pods, and not-yet-initialized NodeClaims as in-flight
+// capacity net of what is already bound to their node.
+func TestAssembleSplitsInFlight(t *testing.T) {
+	deleting := claim("gone", "aws:///z/i-3", false)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	st := &ClusterState{
+		AllNodes: []*corev1.Node{node("ready", "aws:///z/i-1"), node("gpu-starting", "aws:///z/i-2"), node("static", "")},
+		NodeClaims: []*karpenter.NodeClaim{claim("c-ready", "aws:///z/i-1", true), claim("c-gpu", "aws:///z/i-2", false),
+			claim("c-launching", "", false), deleting},
+	}
+	pods := []*corev1.Pod{
+		pod("pending", "", "1"), pod("on-ready", "ready", "500m"), pod("on-gpu", "gpu-starting", "1500m"),
+		pod("done", "ready", "1", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+	}
+	assemble(st, pods)
+	if len(st.Snapshot.Pods) != 1 || st.Snapshot.Pods[0].Name != "pending" {
+		t.Fatalf("pending pods %v", names(st.Snapshot.Pods))
+	}
+	var nodeNames []string
+	for _, ns := range st.Snapshot.Nodes {
+		nodeNames = append(nodeNames, ns.Node.Name)
+		if ns.Node.Name == "ready" && (len(ns.Pods) != 1 || ns.Pods[0].Name != "on-ready") {
+			t.Errorf("pods on ready: %v (terminal pods must not count)", names(ns.Pods))
+		}
+	}
+	if len(nodeNames) != 2 || nodeNames[0] != "ready" || nodeNames[1] != "static" {
+		t.Errorf("snapshot nodes %v, want [ready static] (gpu-starting is in-flight)", nodeNames)
+	}
+	if len(st.Snapshot.InFlight) != 2 {
+		t.Fatalf("in-flight %d, want c-gpu and c-launching (not the deleting one)", len(st.Snapshot.InFlight))
+	}
+	gpu := st.Snapshot.InFlight[0]
+	if gpu.Name != "c-gpu" {
+		t.Fatalf("in-flight[0] = %s", gpu.Name)
+	}
+	if q := gpu.Status.Allocatable[corev1.ResourceCPU]; q.String() != "2500m" {
+		t.Errorf("in-flight cpu %s, want 2500m (4 minus the 1500m already bound)", q.String())
+	}
+	if q := gpu.Status.Allocatable[corev1.ResourcePods]; q.Value() != 109 {
+		t.Errorf("in-flight pods %s, want 109", q.String())
+	}
+	if q := st.NodeClaims[1].Status.Allocatable[corev1.ResourceCPU]; q.String() != "4" {
+		t.Errorf("the NodeClaim in ClusterState was modified: cpu %s", q.String())
+	}
+	if got := st.NodeClaimForNode(st.AllNodes[0]); got == nil || got.Name != "c-ready" {
+		t.Errorf("NodeClaimForNode(ready) = %v", got)
+	}
+}
+
+func names(ps []*corev1.Pod) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func TestPodRequestsInitContainersAndOverhead(t *testing.T) {
+	p := pod("p", "", "500m", func(p *corev1.Pod) {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}})
+		p.Spec.InitContainers = []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}
+		p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+	})
+	r := PodRequests(p)
+	if q := r[corev1.ResourceCPU]; q.String() != "2100m" {
+		t.Errorf("cpu %s, want 2100m (max(750m, 2) + 100m overhead)", q.String())
+	}
+	if q := r[corev1.ResourceMemory]; q.String() != "1Gi" {
+		t.Errorf("memory %s", q.String())
+	}
+}
+
+func TestMissingResourcesAndInstanceID(t *testing.T) {
+	nc := claim("c", "aws:///us-east-1a/i-0abc", false)
+	n := node("n", "aws:///us-east-1a/i-0abc")
+	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
+	if got := missingResources(nc, n); len(got) != 1 || got[0] != "nvidia.com/gpu" {
+		t.Errorf("missing %v, want [nvidia.com/gpu]", got)
+	}
+	n.Status.Allocatable[karpenter.ResourceNVIDIAGPU] = resource.MustParse("1")
+	if got := missingResources(nc, n); len(got) != 0 {
+		t.Errorf("missing %v once the device plugin advertised the GPU", got)
+	}
+	if id := InstanceID("aws:///us-east-1a/i-0abc"); id != "i-0abc" {
+		t.Errorf("InstanceID = %q", id)
+	}
+	if id := InstanceID("kind://docker/x"); id != "" {
+		t.Errorf("InstanceID of a non-AWS provider = %q", id)
+	}
+}
+
+func TestSetReadyFollowsDependents(t *testing.T) {
+	var conds []metav1.Condition
+	now := time.Now()
+	setCond(&conds, karpenter.ConditionLaunched, metav1.ConditionTrue, "Launched", "", now, 1)
+	setReady(&conds, now, 1)
+	if c := findCond(conds, karpenter.ConditionReady); c.Status != metav1.ConditionUnknown || c.Reason != ReasonReconcilingDependents {
+		t.Errorf("ready after launch: %+v", c)
+	}
+	setCond(&conds, karpenter.ConditionRegistered, metav1.ConditionTrue, "Registered", "", now, 1)
+	setCond(&conds, karpenter.ConditionInitialized, metav1.ConditionTrue, "Initialized", "", now, 1)
+	setReady(&conds, now, 1)
+	if c := findCond(conds, karpenter.ConditionReady); c.Status != metav1.ConditionTrue {
+		t.Errorf("ready when all true: %+v", c)
+	}
+	setCond(&conds, karpenter.ConditionLaunched, metav1.ConditionFalse, "LaunchFailed", "insufficient capacity", now, 1)
+	setReady(&conds, now, 1)
+	if c := findCond(conds, karpenter.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != ReasonUnhealthyDependents {
+		t.Errorf("ready after failure: %+v", c)
+	}
+}
+
+func findCond(conds []metav1.Condition, typ string) metav1.Condition {
+	for _, c := range conds {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
