@@ -39,7 +39,7 @@ test: lint kube-assets
 	$(MAKE) test-infra
 
 # Until scenario replay lands, the main job is planning the seed scenarios.
-REPLAY_SCENARIOS ?= testdata/seeds/001-heavy-app-fixed testdata/seeds/002-kubean-filled testdata/seeds/004-fargate-filled
+REPLAY_SCENARIOS ?= testdata/seeds/001-heavy-app-fixed testdata/seeds/002-kubean-filled "testdata/seeds/004-fargate-filled -f testdata/scenarios/004-nodeless"
 replay: joiner
 	@for d in $(REPLAY_SCENARIOS); do echo "== $$d"; ./bin/joiner plan -f $$d --explain || exit 1; echo; done
 

@@ -60,14 +60,20 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) function(t *testing.T, name string) *Function {
 	t.Helper()
+	return w.functionAt(t, name, nil)
+}
+
+// functionAt is function with a clock (nil: real time).
+func (w *world) functionAt(t *testing.T, name string, now func() time.Time) *Function {
+	t.Helper()
 	cfg := Config{ClusterName: "e2e", Region: "us-east-1", Rebalance: RebalanceIgnore, LeaseDuration: time.Minute, LeaseWait: time.Second, MinSavingsFraction: 0.1}
 	fn, err := NewFunction(name, func(ctx context.Context) (*Deps, error) {
 		prov, err := cloud.New(cloud.Config{ClusterName: "e2e", Region: "us-east-1", Unavailable: cloud.NewUnavailableOfferings(time.Now)}, w.cloud)
 		if err != nil {
 			return nil, err
 		}
-		return &Deps{Config: cfg, Cloud: prov, Identity: name + "/test",
-			Cluster: kube.New(w.clients, kube.Options{ClusterName: "e2e", Identity: name + "/test"})}, nil
+		return &Deps{Config: cfg, Cloud: prov, Identity: name + "/test", Now: now,
+			Cluster: kube.New(w.clients, kube.Options{ClusterName: "e2e", Identity: name + "/test", Now: now})}, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -189,3 +195,154 @@ func TestInterruptionIgnoresForeignInstances(t *testing.T) {
 }
 
 func ptrSeed(s awssim.Seed) *awssim.Seed { return &s }
+
+// TestInterruptionStateChangeRemovesNodeAndClaim: an instance Joiner launched is
+// terminated behind its back; the state-change event deletes its NodeClaim and Node at
+// once, and a repeat of the event changes nothing more.
+func TestInterruptionStateChangeRemovesNodeAndClaim(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.pending(t, "web", 1, "500m")
+	if s := invoke(t, w.function(t, Provisioner), "../../events/scheduled-rule.json"); len(s.NodesLaunched) != 1 {
+		t.Fatalf("provisioner: %+v", s)
+	}
+	k := kube.New(w.clients, kube.Options{ClusterName: "e2e"})
+	st, err := k.ReadState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claim string
+	var providerID string
+	for _, nc := range st.NodeClaims {
+		if nc.Status.ProviderID != "" && nc.DeletionTimestamp == nil {
+			claim, providerID = nc.Name, nc.Status.ProviderID
+		}
+	}
+	id := kube.InstanceID(providerID)
+	if id == "" {
+		t.Fatalf("no launched NodeClaim: %+v", st.NodeClaims)
+	}
+	// The node registers, as the kubelet would make it.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: id, Labels: map[string]string{"karpenter.sh/nodepool": "default"}},
+		Spec: corev1.NodeSpec{ProviderID: providerID}}
+	if _, err := w.clients.Core.Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("../../events/state-change-terminated.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := strings.ReplaceAll(string(raw), "i-1234567890abcdef0", id)
+	fn := w.function(t, Interruption)
+	out, err := fn.Invoke(ctx, []byte(ev))
+	if err != nil {
+		t.Fatalf("interruption: %v (%s)", err, out)
+	}
+	var s Summary
+	_ = json.Unmarshal(out, &s)
+	if s.Interruptions != 1 || len(s.NodesTerminated) != 1 || s.NodesTerminated[0] != claim {
+		t.Fatalf("summary %+v, want NodeClaim %s terminated", s, claim)
+	}
+	if st, err = k.ReadState(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range st.NodeClaims {
+		if nc.Name == claim {
+			t.Errorf("NodeClaim %s still there (deleting: %v)", claim, nc.DeletionTimestamp != nil)
+		}
+	}
+	for _, n := range st.AllNodes {
+		if n.Name == id {
+			t.Errorf("node %s still there", id)
+		}
+	}
+	if in, ok := w.sim.Instance(id); !ok || (in.State != "shutting-down" && in.State != "terminated") {
+		t.Errorf("instance %s state %q, want terminating", id, in.State)
+	}
+	// The same occurrence delivered again: nothing new.
+	again, err := w.function(t, Interruption).Invoke(ctx, []byte(ev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s2 Summary
+	_ = json.Unmarshal(again, &s2)
+	if s2.Interruptions != 0 || len(s2.NodesTerminated) != 0 {
+		t.Fatalf("repeat did something: %+v", s2)
+	}
+}
+
+// register makes the launched NodeClaims' nodes appear and become Ready, as the
+// kubelet would, and returns the node names.
+func (w *world) register(t *testing.T) []string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := kube.New(w.clients, kube.Options{ClusterName: "e2e"}).ReadState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, nc := range st.NodeClaims {
+		id := kube.InstanceID(nc.Status.ProviderID)
+		if id == "" || nc.DeletionTimestamp != nil {
+			continue
+		}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: id, Labels: map[string]string{"karpenter.sh/nodepool": "default",
+			corev1.LabelInstanceTypeStable: nc.Labels[corev1.LabelInstanceTypeStable]}}, Spec: corev1.NodeSpec{ProviderID: nc.Status.ProviderID}}
+		created, err := w.clients.Core.Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status = corev1.NodeStatus{
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
+			Capacity:    nc.Status.Capacity,
+			Allocatable: nc.Status.Allocatable,
+		}
+		if _, err := w.clients.Core.Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, id)
+	}
+	return names
+}
+
+// TestConsolidatorRemovesEmptyNode: a node whose pods are gone is deleted once the
+// pool's consolidateAfter has passed (not before), its instance terminated, and no
+// node is left tainted.
+func TestConsolidatorRemovesEmptyNode(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.pending(t, "batch", 1, "500m")
+	if s := invoke(t, w.function(t, Provisioner), "../../events/scheduled-rule.json"); len(s.NodesLaunched) != 1 {
+		t.Fatalf("provisioner: %+v", s)
+	}
+	nodes := w.register(t)
+	if len(nodes) != 1 {
+		t.Fatalf("registered %v", nodes)
+	}
+	// The batch pod finished: the node is empty.
+	if err := w.clients.Core.Pods(w.ns).Delete(ctx, "batch-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Right away: consolidateAfter (1m) has not passed.
+	s := invoke(t, w.function(t, Consolidator), "../../events/scheduler.json")
+	if len(s.NodesTerminated) != 0 {
+		t.Fatalf("deleted before consolidateAfter: %+v", s)
+	}
+	later := func() time.Time { return time.Now().Add(5 * time.Minute) }
+	raw, _ := os.ReadFile("../../events/scheduler.json")
+	raw = []byte(strings.Replace(string(raw), `"id": "`, `"id": "later-`, 1))
+	out, err := w.functionAt(t, Consolidator, later).Invoke(ctx, raw)
+	if err != nil {
+		t.Fatalf("consolidator: %v (%s)", err, out)
+	}
+	_ = json.Unmarshal(out, &s)
+	if len(s.NodesTerminated) != 1 {
+		t.Fatalf("summary %+v, want the empty node deleted", s)
+	}
+	if in, ok := w.sim.Instance(nodes[0]); !ok || (in.State != "shutting-down" && in.State != "terminated") {
+		t.Errorf("instance %s state %q, want terminating", nodes[0], in.State)
+	}
+	if _, err := w.clients.Core.Nodes().Get(ctx, nodes[0], metav1.GetOptions{}); err == nil {
+		t.Errorf("node %s still exists", nodes[0])
+	}
+}
