@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -199,54 +198,11 @@ func requirementDrift(np *karpenter.NodePool, labels map[string]string) string {
 		if !ok {
 			continue
 		}
-		if !requirementMatches(r, v, ok) {
+		if !r.Matches(v, ok) {
 			return fmt.Sprintf("label %s=%s no longer satisfies NodePool %s requirement %s %s %v", r.Key, v, np.Name, r.Key, r.Operator, r.Values)
 		}
 	}
 	return ""
-}
-
-// requirementMatches evaluates a Karpenter requirement (Kubernetes' operators plus
-// Gte and Lte) against a label's value and presence.
-func requirementMatches(r karpenter.NodeSelectorRequirementWithMinValues, v string, ok bool) bool {
-	switch r.Operator {
-	case corev1.NodeSelectorOpIn:
-		return ok && contains(r.Values, v)
-	case corev1.NodeSelectorOpNotIn:
-		return !ok || !contains(r.Values, v)
-	case corev1.NodeSelectorOpExists:
-		return ok
-	case corev1.NodeSelectorOpDoesNotExist:
-		return !ok
-	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt, karpenter.NodeSelectorOpGte, karpenter.NodeSelectorOpLte:
-		if !ok || len(r.Values) != 1 {
-			return false
-		}
-		have, err1 := strconv.ParseInt(v, 10, 64)
-		want, err2 := strconv.ParseInt(r.Values[0], 10, 64)
-		if err1 != nil || err2 != nil {
-			return false
-		}
-		switch r.Operator {
-		case corev1.NodeSelectorOpGt:
-			return have > want
-		case corev1.NodeSelectorOpLt:
-			return have < want
-		case karpenter.NodeSelectorOpGte:
-			return have >= want
-		}
-		return have <= want
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // expireAfter is the node's lifetime: the NodeClaim's own expireAfter (copied from

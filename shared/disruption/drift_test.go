@@ -143,7 +143,7 @@ func TestRequirementMatches(t *testing.T) {
 		{req("k", corev1.NodeSelectorOpGt, "4"), "x", true, false},
 	}
 	for _, tc := range cases {
-		if got := requirementMatches(tc.r, tc.v, tc.ok); got != tc.want {
+		if got := tc.r.Matches(tc.v, tc.ok); got != tc.want {
 			t.Errorf("%s %s %v on %q: got %v", tc.r.Key, tc.r.Operator, tc.r.Values, tc.v, got)
 		}
 	}

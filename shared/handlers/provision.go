@@ -122,7 +122,7 @@ func capacityTypes(pool *karpenter.NodePool, chosen string) []string {
 		od := map[string]string{karpenter.CapacityTypeLabelKey: karpenter.CapacityTypeOnDemand}
 		allowed := true
 		for _, r := range pool.Spec.Template.Spec.Requirements {
-			if r.Key == karpenter.CapacityTypeLabelKey && !requirementAllows(r, od) {
+			if r.Key == karpenter.CapacityTypeLabelKey && !r.MatchesLabels(od) {
 				allowed = false
 			}
 		}
@@ -131,29 +131,6 @@ func capacityTypes(pool *karpenter.NodePool, chosen string) []string {
 		}
 	}
 	return out
-}
-
-func requirementAllows(r karpenter.NodeSelectorRequirementWithMinValues, labels map[string]string) bool {
-	v, ok := labels[r.Key]
-	switch r.Operator {
-	case corev1.NodeSelectorOpIn:
-		for _, x := range r.Values {
-			if ok && x == v {
-				return true
-			}
-		}
-		return false
-	case corev1.NodeSelectorOpNotIn:
-		for _, x := range r.Values {
-			if ok && x == v {
-				return false
-			}
-		}
-		return true
-	case corev1.NodeSelectorOpDoesNotExist:
-		return !ok
-	}
-	return ok
 }
 
 func (d *Deps) launchNode(ctx context.Context, pool *karpenter.NodePool, class *karpenter.EC2NodeClass, cat *catalog.Catalog, nn *packer.NewNode, reason string) (launched, error) {

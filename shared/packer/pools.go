@@ -213,7 +213,7 @@ func (s *solver) buildCandidates(p *poolInfo) {
 			if !wellKnownKey(r.Key) || offeringKey(r.Key) {
 				continue
 			}
-			if !requirementMatches(r, base) {
+			if !r.MatchesLabels(base) {
 				match = false
 				break
 			}
@@ -247,7 +247,7 @@ func (s *solver) buildCandidates(p *poolInfo) {
 			for _, r := range reqs {
 				if offeringKey(r.Key) {
 					v, ok := get(r.Key)
-					if !requirementMatchesValue(r, v, ok) {
+					if !r.Matches(v, ok) {
 						match = false
 						break
 					}
