@@ -20,9 +20,11 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/kube/kubetest"
 )
 
-var env *kubetest.Env
-
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m, &env)) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	kubetest.StopShared()
+	os.Exit(code)
+}
 
 // world is one cluster (a real API server) and one AWS (the wire-level simulator,
 // driven through the real SDK), shared by the handlers under test.
@@ -35,7 +37,7 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	kubetest.Need(t, env)
+	env := kubetest.Shared(t)
 	ctx := context.Background()
 	sim, err := awssim.Start(ctx, awssim.Config{Seed: ptrSeed(awssim.DefaultSeed("e2e"))})
 	if err != nil {
@@ -55,7 +57,27 @@ func newWorld(t *testing.T) *world {
 	if _, err := kc.Core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return &world{sim: sim, clients: kc, cloud: cloud.NewClients(sim.AWSConfig(), cloud.RetryOptions{}, false), ns: ns}
+	w := &world{sim: sim, clients: kc, cloud: cloud.NewClients(sim.AWSConfig(), cloud.RetryOptions{}, false), ns: ns}
+	t.Cleanup(func() { w.clear(t) })
+	return w
+}
+
+// clear removes what a test left in the shared API server (pods, nodes, NodeClaims
+// with their finalizers), so the next test starts from an empty cluster.
+func (w *world) clear(t *testing.T) {
+	ctx := context.Background()
+	zero := int64(0)
+	_ = w.clients.Core.Pods(w.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	_ = w.clients.Core.Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	list, err := w.clients.Dynamic.Resource(kube.NodeClaimGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("clean-up: %v", err)
+		return
+	}
+	for _, nc := range list.Items {
+		_, _ = w.clients.Dynamic.Resource(kube.NodeClaimGVR).Patch(ctx, nc.GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		_ = w.clients.Dynamic.Resource(kube.NodeClaimGVR).Delete(ctx, nc.GetName(), metav1.DeleteOptions{})
+	}
 }
 
 func (w *world) function(t *testing.T, name string) *Function {
