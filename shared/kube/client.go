@@ -30,6 +30,10 @@ type Cluster interface {
 	BeginDisruption(ctx context.Context, st *ClusterState, nodeName string, opts DisruptOptions) (*Disruption, error)
 	// Record writes an Event (best effort).
 	Record(ctx context.Context, e Event)
+	// Nominate records on pods where they are expected to land (Nominated Events).
+	Nominate(ctx context.Context, pods []*corev1.Pod, target string)
+	// FailedScheduling records why no NodePool can take a pod.
+	FailedScheduling(ctx context.Context, p *corev1.Pod, reason string)
 	// Lease returns the cluster's lease for identity.
 	Lease(identity string, duration time.Duration) *Lease
 }

@@ -26,7 +26,7 @@ var ErrDoNotDisrupt = errors.New(`blocked by karpenter.sh/do-not-disrupt: "true"
 
 // ErrNotOwned is returned for a node Joiner did not launch (no NodeClaim, no nodepool
 // label) or a control-plane node: Joiner never touches those.
-var ErrNotOwned = errNotOwned
+var ErrNotOwned = errors.New("not launched by Joiner")
 
 // DisruptedTaint is the taint that keeps new pods off a node being disrupted.
 var DisruptedTaint = corev1.Taint{Key: karpenter.DisruptedTaintKey, Effect: corev1.TaintEffectNoSchedule}

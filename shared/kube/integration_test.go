@@ -82,7 +82,7 @@ func (f *terminator) terminated() []string {
 	return append([]string(nil), f.done...)
 }
 
-func mustCreate(t testing.TB, dyn dynamic.Interface, gvr interface{}, yml string) {
+func mustCreate(t testing.TB, dyn dynamic.Interface, yml string) {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	if err := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(yml), 4096).Decode(&u.Object); err != nil {
@@ -228,8 +228,8 @@ func TestNodeClaimLifecycle(t *testing.T) {
 	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	c := joinerClient(t, env, "lifecycle", now)
 	term := &terminator{}
-	mustCreate(t, dyn, nil, nodeClass("gpu"))
-	mustCreate(t, dyn, nil, pool("gpu", "gpu"))
+	mustCreate(t, dyn, nodeClass("gpu"))
+	mustCreate(t, dyn, pool("gpu", "gpu"))
 
 	nc, err := c.CreateNodeClaim(ctx, newClaim("gpu"))
 	if err != nil {
@@ -437,8 +437,8 @@ func TestDrainBlockedByPDBThenAllowed(t *testing.T) {
 	ctx := context.Background()
 	c := joinerClient(t, env, "drain", nil)
 	term := &terminator{}
-	mustCreate(t, dyn, nil, nodeClass("gpu"))
-	mustCreate(t, dyn, nil, pool("gpu", "gpu"))
+	mustCreate(t, dyn, nodeClass("gpu"))
+	mustCreate(t, dyn, pool("gpu", "gpu"))
 	ns := "drain"
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -728,8 +728,8 @@ func TestKubectlApplyKustomize(t *testing.T) {
 
 func mustCreateForHeader(t *testing.T, env *kubetest.Env) {
 	_, dyn := admin(t, env)
-	mustCreate(t, dyn, nil, nodeClass("header"))
-	mustCreate(t, dyn, nil, pool("header", "header"))
+	mustCreate(t, dyn, nodeClass("header"))
+	mustCreate(t, dyn, pool("header", "header"))
 	c := joinerClient(t, env, "header", nil)
 	st, err := c.ReadState(context.Background())
 	if err != nil {

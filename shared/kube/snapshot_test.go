@@ -56,8 +56,8 @@ func TestReadStateSnapshot(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, dyn, nil, nodeClass("snap"))
-	mustCreate(t, dyn, nil, pool("snap", "snap"))
+	mustCreate(t, dyn, nodeClass("snap"))
+	mustCreate(t, dyn, pool("snap", "snap"))
 	for i := 0; i < 3; i++ {
 		createNode(t, cs, fmt.Sprintf("snap-%d", i), "", map[string]string{"static": "true"}, true,
 			corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")})

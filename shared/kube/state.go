@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -350,5 +349,3 @@ func ConditionTrue(conds []metav1.Condition, typ string) bool {
 	c := meta.FindStatusCondition(conds, typ)
 	return c != nil && c.Status == metav1.ConditionTrue
 }
-
-var errNotOwned = errors.New("not launched by Joiner")

@@ -194,26 +194,6 @@ func (e *Env) Kubectl(args ...string) (string, error) {
 	return string(out), err
 }
 
-// Main runs a package's tests against one shared control plane: call it from TestMain
-// as os.Exit(kubetest.Main(m, &env)). When the binaries are missing env stays nil and
-// Need decides per test; a control plane that fails to start fails the run.
-func Main(m *testing.M, env **Env) int {
-	if _, err := AssetsDir(); err != nil {
-		return m.Run()
-	}
-	e, err := Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kubetest:", err)
-		return 1
-	}
-	*env = e
-	code := m.Run()
-	if err := e.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "kubetest: stop:", err)
-	}
-	return code
-}
-
 // Need fails (CI=true) or skips (developer machine) t when env did not start because
 // the binaries are missing.
 func Need(t testing.TB, env *Env) {
