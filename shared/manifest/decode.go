@@ -7,8 +7,11 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"sigs.k8s.io/yaml"
 )
@@ -77,6 +80,7 @@ var yamlLineRe = regexp.MustCompile(`line (\d+)`)
 // holding only blanks and comments are not counted.
 func splitYAML(text string) []rawDoc {
 	var docs []rawDoc
+	var chunks []string
 	lines := strings.SplitAfter(text, "\n")
 	start := 0
 	flush := func(end int) {
@@ -89,20 +93,8 @@ func splitYAML(text string) []rawDoc {
 		if isBlankYAML(chunk) {
 			return
 		}
-		rd := rawDoc{index: len(docs) + 1, line: first}
-		sub, ph := prescan(chunk)
-		rd.ph = ph
-		j, err := yaml.YAMLToJSONStrict([]byte(sub))
-		if err != nil {
-			rd.err = yamlError(err, first)
-		} else {
-			dec := json.NewDecoder(bytes.NewReader(j))
-			dec.UseNumber()
-			if err := dec.Decode(&rd.tree); err != nil {
-				rd.err = "invalid YAML: " + err.Error()
-			}
-		}
-		docs = append(docs, rd)
+		docs = append(docs, rawDoc{index: len(docs) + 1, line: first})
+		chunks = append(chunks, chunk)
 	}
 	for i, l := range lines {
 		t := strings.TrimRight(l, " \t\r\n")
@@ -117,7 +109,56 @@ func splitYAML(text string) []rawDoc {
 		}
 	}
 	flush(len(lines))
+	// Parsing dominates reading large manifests and documents are independent:
+	// parse them on every core, keeping their order.
+	parallel(len(docs), func(i int) { parseYAMLDoc(&docs[i], chunks[i]) })
 	return docs
+}
+
+// parseYAMLDoc fills a document's tree (or error) from its text.
+func parseYAMLDoc(rd *rawDoc, chunk string) {
+	sub, ph := prescan(chunk)
+	rd.ph = ph
+	j, err := yaml.YAMLToJSONStrict([]byte(sub))
+	if err != nil {
+		rd.err = yamlError(err, rd.line)
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	if err := dec.Decode(&rd.tree); err != nil {
+		rd.err = "invalid YAML: " + err.Error()
+	}
+}
+
+// parallel runs fn(0..n-1) on up to GOMAXPROCS goroutines.
+func parallel(n int, fn func(i int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if workers > n {
+		workers = n
+	}
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func isBlankYAML(chunk string) bool {
