@@ -65,9 +65,9 @@ func (s *solver) newNode(n *node, pods []string) NewNode {
 	fi := s.finalIdx(n)
 	cs := n.pool.cands[n.z]
 	c := &cs[fi]
-	s.newCount[n.pool.name+"#seq"]++
+	s.newCount[n.pool.name]++
 	nn := NewNode{
-		Name:         fmt.Sprintf("%s-%d", n.pool.name, s.newCount[n.pool.name+"#seq"]),
+		Name:         fmt.Sprintf("%s-%d", n.pool.name, s.newCount[n.pool.name]),
 		NodePool:     n.pool.name,
 		InstanceType: c.it.Name,
 		CapacityType: c.ct,

@@ -332,7 +332,6 @@ func (s *solver) bestNew(p *podInfo, cls *podClass, a attempt, zok uint64) (*poo
 
 // open creates a planned node of pool in zone z on candidate idx.
 func (s *solver) open(pool *poolInfo, z, idx int, cls *podClass) *node {
-	s.newCount[pool.name]++
 	n := s.newNodeBase("")
 	n.pool, n.z, n.minIdx = pool, z, idx
 	n.compat = make([]uint64, len(cls.perPool[pool.idx].bits[z]))

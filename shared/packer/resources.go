@@ -117,19 +117,6 @@ func quantityValue(n corev1.ResourceName, q resource.Quantity) int64 {
 	return q.Value()
 }
 
-// list renders a vector as a resource list with canonical quantities (cpu in
-// millicores, memory in Mi when whole).
-func (d *dimensions) list(v vec) map[string]string {
-	out := make(map[string]string, len(d.names))
-	for i, n := range d.names {
-		if v[i] == 0 && i > dimPods {
-			continue
-		}
-		out[string(n)] = formatQuantity(n, v[i])
-	}
-	return out
-}
-
 func formatQuantity(n corev1.ResourceName, v int64) string {
 	switch {
 	case n == corev1.ResourceCPU:

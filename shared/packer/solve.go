@@ -131,7 +131,7 @@ type solver struct {
 	instLabels []map[string]string // per catalog type, filled on first use
 	treeKeys   [][2]int            // sorted: existing nodes (-1) first, then pools by index; zones in order
 	probe      *corev1.Node
-	newCount   map[string]int // planned nodes per pool, for names
+	newCount   map[string]int // new nodes written per pool, for their names
 	// existingZoneMask holds the zones of existing nodes: spread domains even when
 	// no pool can launch there.
 	existingZoneMask uint64
