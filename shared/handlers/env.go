@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
@@ -33,7 +34,7 @@ func FromEnv(ctx context.Context, name string) (*Function, error) {
 	}
 	log := NewLogger(os.Stdout, os.Getenv(EnvLogLevel))
 	slog.SetDefault(log)
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region))
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region), awsconfig.WithLogger(SDKLogger(log)))
 	if err != nil {
 		return nil, fmt.Errorf("AWS configuration: %w", err)
 	}
@@ -81,4 +82,16 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 		}
 		return a
 	}}))
+}
+
+// SDKLogger routes the AWS SDK's own warnings (retries, connection reuse) into
+// Joiner's JSON log, so every line a function writes carries a level.
+func SDKLogger(log *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		level := slog.LevelDebug
+		if c == logging.Warn {
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, fmt.Sprintf(format, v...), "source", "aws-sdk")
+	})
 }
