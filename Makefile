@@ -9,14 +9,18 @@ FUNCTIONS := provisioner interruption consolidator
 LAMBDA_ARCH ?= arm64
 LDFLAGS := -s -w
 
-.PHONY: all build joiner functions test lint replay bench kube-assets clean
+.PHONY: all build joiner functions forwarder test lint replay bench kube-assets clean
 
 all: build
 
-build: joiner functions
+build: joiner functions forwarder
 
 joiner:
 	$(GO) build -trimpath -o bin/joiner ./cmd/joiner
+
+# The in-cluster forwarder (linux, static; the image's architecture is yours to pick).
+forwarder:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(or $(FORWARDER_ARCH),amd64) $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o bin/forwarder ./cmd/forwarder
 
 # Lambda bootstraps: linux/arm64, no RPC shim (provided.al2023 runtime).
 functions:
