@@ -110,7 +110,7 @@ func (w *world) pending(t *testing.T, prefix string, n int, cpu string) {
 	ctx := context.Background()
 	for i := 0; i < n; i++ {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: w.ns},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64), Containers: []corev1.Container{{Name: "c", Image: "busybox",
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}}
 		if _, err := w.clients.Core.Pods(w.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -366,5 +366,72 @@ func TestConsolidatorRemovesEmptyNode(t *testing.T) {
 	}
 	if _, err := w.clients.Core.Nodes().Get(ctx, nodes[0], metav1.GetOptions{}); err == nil {
 		t.Errorf("node %s still exists", nodes[0])
+	}
+}
+
+// TestInterruptionSpotWarningReplacesThenDrains: a spot warning for a node Joiner
+// launched marks the offering unavailable, launches replacement capacity for the
+// node's pods first, evicts them, and removes the NodeClaim, Node and instance.
+func TestInterruptionSpotWarningReplacesThenDrains(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.pending(t, "api", 2, "500m")
+	if s := invoke(t, w.function(t, Provisioner), "../../events/scheduled-rule.json"); len(s.NodesLaunched) != 1 {
+		t.Fatalf("provisioner: %+v", s)
+	}
+	nodes := w.register(t)
+	if len(nodes) != 1 {
+		t.Fatalf("registered %v", nodes)
+	}
+	// The scheduler binds the pods; they run (grace 0, so an eviction removes them at once).
+	for i := 0; i < 2; i++ {
+		name := fmt.Sprintf("api-%d", i)
+		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns}, Target: corev1.ObjectReference{Kind: "Node", Name: nodes[0]}}
+		if err := w.clients.Core.Pods(w.ns).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := kube.New(w.clients, kube.Options{ClusterName: "e2e"})
+	st, err := k.ReadState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claim string
+	for _, nc := range st.NodeClaims {
+		if kube.InstanceID(nc.Status.ProviderID) == nodes[0] {
+			claim = nc.Name
+		}
+	}
+	raw, err := os.ReadFile("../../events/spot-interruption.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := strings.ReplaceAll(string(raw), "i-1234567890abcdef0", nodes[0])
+	ev = strings.Replace(ev, `"time": "2024-05-01T12:00:00Z"`, `"time": "`+time.Now().UTC().Format(time.RFC3339)+`"`, 1)
+	out, err := w.function(t, Interruption).Invoke(ctx, []byte(ev))
+	if err != nil {
+		t.Fatalf("interruption: %v (%s)", err, out)
+	}
+	var s Summary
+	_ = json.Unmarshal(out, &s)
+	if s.Interruptions != 1 || len(s.NodesLaunched) != 1 || len(s.NodesTerminated) != 1 || s.NodesTerminated[0] != claim {
+		t.Fatalf("summary %+v: want one replacement launched and NodeClaim %s removed", s, claim)
+	}
+	if _, err := w.clients.Core.Nodes().Get(ctx, nodes[0], metav1.GetOptions{}); err == nil {
+		t.Errorf("node %s still exists", nodes[0])
+	}
+	pods, err := w.clients.Core.Pods(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 0 {
+		t.Errorf("%d pods left on the interrupted node, want them evicted", len(pods.Items))
+	}
+	// The replacement is a different instance; the interrupted one is terminating.
+	if in, ok := w.sim.Instance(nodes[0]); !ok || (in.State != "shutting-down" && in.State != "terminated") {
+		t.Errorf("instance %s state %q, want terminating", nodes[0], in.State)
+	}
+	if n := len(w.ownedInstances(t)); n != 2 {
+		t.Errorf("%d owned instances, want the interrupted one and its replacement", n)
 	}
 }

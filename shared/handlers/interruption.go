@@ -69,9 +69,11 @@ func runInterruption(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 		sum.Action, sum.Ignored = "ignored", fmt.Sprintf("%s is not an interruption", ev.Kind())
 		return nil
 	}
-	st, err := d.Cluster.ReadState(ctx)
+	// Reconciled first, so a node that registered since the last sweep is linked to
+	// its NodeClaim (its deletion then removes the Node too).
+	st, err := d.readReconciled(ctx)
 	if err != nil {
-		return fmt.Errorf("read cluster: %w", err)
+		return err
 	}
 	var acted []string
 	for _, id := range ids {
@@ -203,21 +205,34 @@ func (d *Deps) replace(ctx context.Context, st *kube.ClusterState, going []*core
 }
 
 // withoutNodes is the cluster snapshot with the given nodes removed and their pods
-// pending again (DaemonSet and mirror pods go with their node).
+// pending again (DaemonSet and mirror pods go with their node). A node whose
+// NodeClaim is not initialized yet is in the snapshot as in-flight capacity: that
+// goes too.
 func withoutNodes(st *kube.ClusterState, going []*corev1.Node) *packer.Snapshot {
 	snap := st.Snapshot
 	gone := map[string]bool{}
+	goneProvider := map[string]bool{}
 	for _, n := range going {
 		gone[n.Name] = true
+		if n.Spec.ProviderID != "" {
+			goneProvider[n.Spec.ProviderID] = true
+		}
 	}
 	snap.Nodes = nil
-	snap.Pods = append([]*corev1.Pod(nil), st.Snapshot.Pods...)
 	for _, ns := range st.Snapshot.Nodes {
 		if !gone[ns.Node.Name] {
 			snap.Nodes = append(snap.Nodes, ns)
-			continue
 		}
-		for _, p := range ns.Pods {
+	}
+	snap.InFlight = nil
+	for _, nc := range st.Snapshot.InFlight {
+		if !goneProvider[nc.Status.ProviderID] || nc.Status.ProviderID == "" {
+			snap.InFlight = append(snap.InFlight, nc)
+		}
+	}
+	snap.Pods = append([]*corev1.Pod(nil), st.Snapshot.Pods...)
+	for _, n := range going {
+		for _, p := range st.PodsByNode[n.Name] {
 			if movable(p) {
 				q := p.DeepCopy()
 				q.Spec.NodeName = ""
