@@ -37,6 +37,10 @@ type Deps struct {
 	Identity string
 	// Sleep waits (simulated in replay); nil sleeps for real.
 	Sleep func(ctx context.Context, d time.Duration) error
+
+	// cat is the invocation's catalog, read once: an event naming several
+	// instances must not repeat the EC2 and pricing reads per instance.
+	cat *catalog.Catalog
 }
 
 func (d *Deps) now() time.Time {
@@ -68,12 +72,16 @@ func (t terminator) Terminate(ctx context.Context, nc *karpenter.NodeClaim) erro
 	return nil
 }
 
-// catalogFor returns the catalog with live prices; the provider already marks the
+// catalogFor returns the catalog with live prices, read once per invocation; the provider already marks the
 // offerings its unavailable-offerings cache holds (recent ICE, spot interruptions).
 func (d *Deps) catalogFor(ctx context.Context) (*catalog.Catalog, error) {
+	if d.cat != nil {
+		return d.cat, nil
+	}
 	cat, err := d.Cloud.LiveCatalog(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read instance types and prices: %w", err)
 	}
+	d.cat = cat
 	return cat, nil
 }
