@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,40 +27,13 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/events"
 	"github.com/joiner-autoscaler/joiner/shared/kube/kubetest"
+	"github.com/joiner-autoscaler/joiner/shared/mototest"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	kubetest.StopShared()
 	os.Exit(code)
-}
-
-// startMoto runs moto_server on a free loopback port for the test's lifetime.
-func startMoto(t testing.TB) string {
-	t.Helper()
-	bin, err := exec.LookPath("moto_server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("moto_server not on PATH")
-		}
-		t.Skip("moto_server not on PATH; the end-to-end test needs it")
-	}
-	port := freePort(t)
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for range 150 {
-		if resp, err := http.Get(url + "/moto-api/"); err == nil {
-			resp.Body.Close()
-			return url
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("moto_server did not start")
-	return ""
 }
 
 func freePort(t testing.TB) int {
@@ -135,7 +107,7 @@ func createPod(t testing.TB, ctx context.Context, core corev1client.CoreV1Interf
 // EventBridge, and reads what the Pending Pods rule delivered to SQS.
 func TestForwarderEndToEnd(t *testing.T) {
 	env := kubetest.Shared(t)
-	ep := startMoto(t)
+	ep := mototest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -238,7 +210,7 @@ func TestForwarderEndToEnd(t *testing.T) {
 // 256 KB, so one batch becomes several entries, each delivered through the rule.
 func TestForwarderEndToEndSplitsLargeBatches(t *testing.T) {
 	env := kubetest.Shared(t)
-	ep := startMoto(t)
+	ep := mototest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	awsCfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(ep),

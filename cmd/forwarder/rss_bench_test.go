@@ -19,6 +19,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/kube/kubetest"
+	"github.com/joiner-autoscaler/joiner/shared/mototest"
 )
 
 // BenchmarkForwarderRSS1000Pods runs the stripped forwarder binary against the real
@@ -26,7 +27,7 @@ import (
 // published them (target: ≤ 30 MiB) and the binary size (target: ≤ 20 MB).
 func BenchmarkForwarderRSS1000Pods(b *testing.B) {
 	env := kubetest.Shared(b)
-	ep := startMoto(b)
+	ep := mototest.New(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	awsCfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(ep),

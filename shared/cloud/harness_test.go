@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"sort"
@@ -32,6 +30,7 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
+	"github.com/joiner-autoscaler/joiner/shared/mototest"
 )
 
 // The suite drives the real aws-sdk-go-v2 clients over HTTP against
@@ -39,66 +38,14 @@ import (
 // the faults moto cannot produce (throttling, ICE, partial fleets, denied
 // permissions) on the wire, so the SDK's decoding and retrying are exercised.
 
-var moto struct {
-	once sync.Once
-	url  string
-	err  error
-	cmd  *exec.Cmd
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if moto.cmd != nil && moto.cmd.Process != nil {
-		_ = moto.cmd.Process.Kill()
-		_, _ = moto.cmd.Process.Wait()
-	}
+	mototest.StopShared()
 	os.Exit(code)
 }
 
-// motoURL starts one moto_server for the package on a free loopback port.
-func motoURL(t testing.TB) string {
-	t.Helper()
-	moto.once.Do(func() {
-		bin, err := exec.LookPath("moto_server")
-		if err != nil {
-			moto.err = fmt.Errorf("moto_server is not on PATH: %w", err)
-			return
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			moto.err = err
-			return
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-		if err := cmd.Start(); err != nil {
-			moto.err = fmt.Errorf("starting moto_server: %w", err)
-			return
-		}
-		moto.cmd = cmd
-		u := fmt.Sprintf("http://127.0.0.1:%d", port)
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
-			resp, err := http.Get(u + "/moto-api/")
-			if err == nil {
-				resp.Body.Close()
-				moto.url = u
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		moto.err = fmt.Errorf("moto_server did not answer on %s within 60s", u)
-	})
-	if moto.err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("moto_server is required in CI: %v", moto.err)
-		}
-		t.Skipf("skipping: %v (install moto[server] to run the EC2 provider suite)", moto.err)
-	}
-	return moto.url
-}
+// motoURL is the package's one moto_server, started on first use.
+func motoURL(t testing.TB) string { return mototest.Shared(t) }
 
 // faultProxy forwards to a backend, recording every call and injecting faults.
 type faultProxy struct {

@@ -5,10 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +26,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kube/access"
 	"github.com/joiner-autoscaler/joiner/shared/kube/kubetest"
+	"github.com/joiner-autoscaler/joiner/shared/mototest"
 )
 
 func pendingPod(t testing.TB, cs kubernetes.Interface, ns, name string) {
@@ -157,7 +154,7 @@ func TestSelfManagedAccessEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sm := secretsmanager.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(startMoto(t)),
+	sm := secretsmanager.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(mototest.New(t)),
 		Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")})
 	body, _ := json.Marshal(access.ClusterSecret{Endpoint: env.Config.Host, CAData: base64.StdEncoding.EncodeToString(env.Config.CAData), Token: tok.Status.Token})
 	out, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("joiner/kubean-prod"), SecretString: aws.String(string(body))})
@@ -186,37 +183,4 @@ func TestSelfManagedAccessEndToEnd(t *testing.T) {
 	if err := c.Lease("", 0).TryAcquire(ctx, time.Second); err != nil {
 		t.Fatalf("lease as the ServiceAccount: %v", err)
 	}
-}
-
-// startMoto runs moto_server on a free loopback port for the test's lifetime.
-func startMoto(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("moto_server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("moto_server not on PATH")
-		}
-		t.Skip("moto_server not on PATH")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for i := 0; i < 100; i++ {
-		if resp, err := http.Get(url + "/moto-api/"); err == nil {
-			resp.Body.Close()
-			return url
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("moto_server did not start")
-	return ""
 }

@@ -4,71 +4,26 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/joiner-autoscaler/joiner/shared/mototest"
 )
-
-// startMoto runs moto_server on a free loopback port for the test's lifetime.
-func startMoto(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("moto_server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("moto_server not on PATH (pip install 'moto[server]')")
-		}
-		t.Skip("moto_server not on PATH")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for i := 0; i < 100; i++ {
-		if resp, err := http.Get(url + "/moto-api/"); err == nil {
-			resp.Body.Close()
-			return url
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("moto_server did not start")
-	return ""
-}
-
-func motoAWS(endpoint string) aws.Config {
-	return aws.Config{
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("testing", "testing", ""),
-		BaseEndpoint: aws.String(endpoint),
-	}
-}
 
 const testCAPEM = "-----BEGIN CERTIFICATE-----\nMIIBdummy\n-----END CERTIFICATE-----\n"
 
 // TestSelfManagedSecretFromSecretsManager drives the real Secrets Manager client
 // against moto: the secret is read once, validated, and cached per container.
 func TestSelfManagedSecretFromSecretsManager(t *testing.T) {
-	ep := startMoto(t)
+	ep := mototest.New(t)
 	ctx := context.Background()
-	sm := secretsmanager.NewFromConfig(motoAWS(ep))
+	sm := secretsmanager.NewFromConfig(mototest.AWSConfig(ep))
 	body, _ := json.Marshal(ClusterSecret{Endpoint: "https://kube.example.internal:6443",
 		CAData: base64.StdEncoding.EncodeToString([]byte(testCAPEM)), Token: "sa-token-1"})
 	out, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("joiner/kubean"), SecretString: aws.String(string(body))})
@@ -128,9 +83,9 @@ func (c *countingSecrets) GetSecretValue(ctx context.Context, in *secretsmanager
 
 // TestEKSDescribeCluster drives the real EKS client against moto.
 func TestEKSDescribeCluster(t *testing.T) {
-	ep := startMoto(t)
+	ep := mototest.New(t)
 	ctx := context.Background()
-	api := eks.NewFromConfig(motoAWS(ep))
+	api := eks.NewFromConfig(mototest.AWSConfig(ep))
 	_, err := api.CreateCluster(ctx, &eks.CreateClusterInput{
 		Name: aws.String("technews-karpenter-eks"), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks"),
 		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: []string{"subnet-0a1b2c3d"}},
