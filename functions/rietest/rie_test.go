@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
@@ -122,13 +123,13 @@ func needRIE(t *testing.T) {
 
 // bootstrap builds the three functions once, as `make functions` does but for the
 // host architecture, and returns name's bootstrap.
-func bootstrap(t *testing.T, name string) string {
+func bootstrap(t testing.TB, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		out := filepath.Join(binDir, "out") + string(filepath.Separator)
-		args := []string{"build", "-tags", "lambda.norpc", "-o", out}
+		args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out}
 		for _, fn := range []string{handlers.Provisioner, handlers.Interruption, handlers.Consolidator} {
 			args = append(args, "./functions/"+fn)
 		}
@@ -150,7 +151,7 @@ func bootstrap(t *testing.T, name string) string {
 				return
 			}
 		}
-		t.Logf("built 3 bootstraps (%s/%s, lambda.norpc, CGO_ENABLED=0) in %v", runtime.GOOS, runtime.GOARCH, time.Since(start).Round(time.Millisecond))
+		t.Logf("built 3 bootstraps (%s/%s, lambda.norpc, stripped, CGO_ENABLED=0) in %v", runtime.GOOS, runtime.GOARCH, time.Since(start).Round(time.Millisecond))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -163,8 +164,9 @@ func bootstrap(t *testing.T, name string) string {
 type world struct {
 	env *kubetest.Env
 	sim *awssim.Sim
-	kc  *kube.Clients
-	ns  string
+	// cs arranges the cluster for the tests (namespaces, pending pods).
+	cs kubernetes.Interface
+	ns string
 }
 
 func theSharedWorld(t *testing.T) *world {
@@ -185,19 +187,19 @@ func newWorld(env *kubetest.Env) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
-	kc, err := kube.NewClients(env.Config)
+	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		sim.Close()
 		return nil, err
 	}
-	w := &world{env: env, sim: sim, kc: kc, ns: "rietest"}
+	w := &world{env: env, sim: sim, cs: cs, ns: "rietest"}
 	if out, err := env.Kubectl("apply", "-f", filepath.Join(repoRoot, "functions", "rietest", "testdata", "pool.yaml")); err != nil {
 		sim.Close()
 		return nil, fmt.Errorf("kubectl apply testdata/pool.yaml: %v\n%s", err, out)
 	}
 	// The Lease lives in Joiner's namespace (deploy/ creates it; be sure).
 	for _, ns := range []string{kube.Namespace, w.ns} {
-		_, err := kc.Core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			sim.Close()
 			return nil, fmt.Errorf("namespace %s: %w", ns, err)
@@ -210,12 +212,12 @@ func newWorld(env *kubetest.Env) (*world, error) {
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}}
-		if _, err := kc.Core.Pods(w.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := cs.CoreV1().Pods(w.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			sim.Close()
 			return nil, fmt.Errorf("create pod %s: %w", p.Name, err)
 		}
 		patch := []byte(`{"status":{"conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/0 nodes are available"}]}}`)
-		if _, err := kc.Core.Pods(w.ns).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		if _, err := cs.CoreV1().Pods(w.ns).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 			sim.Close()
 			return nil, fmt.Errorf("mark pod %s unschedulable: %w", p.Name, err)
 		}

@@ -23,11 +23,17 @@ type Cluster interface {
 	MarkLaunchFailed(ctx context.Context, name string, cause error, term InstanceTerminator) error
 	// DeleteNodeClaim starts deleting a NodeClaim; Finalize completes it.
 	DeleteNodeClaim(ctx context.Context, name string) error
+	// SetEmpty records whether a NodeClaim's node is empty (the Empty condition).
+	SetEmpty(ctx context.Context, name string, empty bool, at time.Time) error
 	// Reconcile advances every NodeClaim of st (registration, initialization,
 	// timeouts, finalization) and the NodePools' status.
 	Reconcile(ctx context.Context, st *ClusterState, term InstanceTerminator) (*ReconcileReport, error)
 	// BeginDisruption taints a Joiner-launched node karpenter.sh/disrupted:NoSchedule.
 	BeginDisruption(ctx context.Context, st *ClusterState, nodeName string, opts DisruptOptions) (*Disruption, error)
+	// ClearStaleDisruptions removes disruption taints no running disruption owns.
+	ClearStaleDisruptions(ctx context.Context, st *ClusterState) ([]string, error)
+	// TaintRebalance taints a Joiner-launched node RebalanceTaint.
+	TaintRebalance(ctx context.Context, st *ClusterState, nodeName string) error
 	// Record writes an Event (best effort).
 	Record(ctx context.Context, e Event)
 	// Nominate records on pods where they are expected to land (Nominated Events).
@@ -57,9 +63,13 @@ type Options struct {
 	// LaunchTimeout is how long a NodeClaim may stay unlaunched before it is taken
 	// for the leftover of a crashed invocation (DefaultLaunchTimeout when 0).
 	LaunchTimeout time.Duration
+	// Sleep waits between drain rounds; nil sleeps for real. Replay passes its
+	// simulated clock's, so a drain held by a PodDisruptionBudget spends simulated
+	// time, not wall time.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
-// Client is the real Cluster, on top of per-group client-go clients.
+// Client is the real Cluster, on top of Clients.
 type Client struct {
 	clients  *Clients
 	opts     Options
@@ -85,6 +95,9 @@ func New(clients *Clients, opts Options) *Client {
 	if opts.LaunchTimeout <= 0 {
 		opts.LaunchTimeout = DefaultLaunchTimeout
 	}
+	if opts.Sleep == nil {
+		opts.Sleep = sleep
+	}
 	return &Client{
 		clients:  clients,
 		opts:     opts,
@@ -96,6 +109,18 @@ func New(clients *Clients, opts Options) *Client {
 }
 
 func (c *Client) now() time.Time { return c.nowFn() }
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 // Clients returns the underlying API clients.
 func (c *Client) Clients() *Clients { return c.clients }

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
@@ -30,6 +29,27 @@ var ErrNotOwned = errors.New("not launched by Joiner")
 
 // DisruptedTaint is the taint that keeps new pods off a node being disrupted.
 var DisruptedTaint = corev1.Taint{Key: karpenter.DisruptedTaintKey, Effect: corev1.TaintEffectNoSchedule}
+
+// DisruptionUntilAnnotation goes on a node with DisruptedTaint: until when the
+// disruption that tainted it may still be running (its invocation's deadline, which
+// Lambda's timeout bounds). Past it the invocation is gone; had it ended normally it
+// would have deleted the node or removed the taint, so the taint is stale: an
+// invocation killed outright left it, and ClearStaleDisruptions removes it.
+const DisruptionUntilAnnotation = "joiner.dev/disruption-until"
+
+// maxDisruptionHold is how long a disruption without a deadline counts as running:
+// Lambda's longest function timeout.
+const maxDisruptionHold = 15 * time.Minute
+
+// RebalanceTaint marks a node whose instance got an EC2 rebalance recommendation
+// (REBALANCE_MODE=taint). PreferNoSchedule, not NoSchedule: the recommendation is an
+// early hint that the instance may be interrupted, often hours ahead or never, so new
+// pods should prefer other nodes but still land here when nothing else fits, rather
+// than wait pending (or make the provisioner launch nodes) while it runs. Its own key,
+// not karpenter.sh/disrupted: the node is not being disrupted, so budgets and
+// consolidation treat it as any other node, and ClearStaleDisruptions, which removes
+// disruption taints no running disruption owns, leaves it alone.
+var RebalanceTaint = corev1.Taint{Key: "joiner.dev/rebalance-recommended", Effect: corev1.TaintEffectPreferNoSchedule}
 
 // DisruptOptions describe why a node is disrupted.
 type DisruptOptions struct {
@@ -103,7 +123,7 @@ func (c *Client) BeginDisruption(ctx context.Context, st *ClusterState, nodeName
 			}
 		}
 	}
-	if err := c.taintDisrupted(ctx, node); err != nil {
+	if err := c.taintDisruptedUntil(ctx, node, c.disruptionUntil(ctx), true); err != nil {
 		return nil, err
 	}
 	note := "Disrupting Node: " + opts.Reason
@@ -161,17 +181,121 @@ func (d *Disruption) Abandon(ctx context.Context) {
 	d.c.normal(actx, NodeRef(d.Node), ReasonDisruptionAbandoned, "Untaint", "Disruption abandoned ("+d.opts.Reason+"): taint "+karpenter.DisruptedTaintKey+" removed")
 }
 
+// disruptionUntil is when a disruption begun now stops running: the invocation's
+// deadline, on the client's clock (simulated in replay), to the next second.
+func (c *Client) disruptionUntil(ctx context.Context) time.Time {
+	hold := maxDisruptionHold
+	if dl, ok := ctx.Deadline(); ok {
+		hold = max(min(hold, time.Until(dl)), 0)
+	}
+	return c.now().Add(hold + time.Second).UTC().Truncate(time.Second)
+}
+
+// taintDisrupted taints the node (a NodeClaim's finalization), leaving a taint
+// already there as it is.
 func (c *Client) taintDisrupted(ctx context.Context, node *corev1.Node) error {
+	return c.taintDisruptedUntil(ctx, node, c.disruptionUntil(ctx), false)
+}
+
+// taintDisruptedUntil taints the node and records until when this disruption owns
+// the taint; with takeOver it renews the record of a taint already there.
+func (c *Client) taintDisruptedUntil(ctx context.Context, node *corev1.Node, until time.Time, takeOver bool) error {
+	stamp := until.Format(time.RFC3339)
 	_, err := c.patchNode(ctx, node, func(n *corev1.Node) bool {
-		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&DisruptedTaint) }) {
-			return false
+		changed := false
+		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&DisruptedTaint) }) {
+			n.Spec.Taints = append(n.Spec.Taints, DisruptedTaint)
+			changed = true
 		}
-		n.Spec.Taints = append(n.Spec.Taints, DisruptedTaint)
-		return true
+		if (changed || takeOver) && n.Annotations[DisruptionUntilAnnotation] != stamp {
+			if n.Annotations == nil {
+				n.Annotations = map[string]string{}
+			}
+			n.Annotations[DisruptionUntilAnnotation] = stamp
+			changed = true
+		}
+		return changed
 	})
 	if err != nil {
 		return fmt.Errorf("taint node %s %s: %w", node.Name, karpenter.DisruptedTaintKey, err)
 	}
+	return nil
+}
+
+// disruptionRunning reports whether a disruption may still own the node's
+// disruption taint, at now.
+func disruptionRunning(n *corev1.Node, now time.Time) bool {
+	until, err := time.Parse(time.RFC3339, n.Annotations[DisruptionUntilAnnotation])
+	return err == nil && now.Before(until)
+}
+
+// ClearStaleDisruptions removes karpenter.sh/disrupted from Joiner's nodes that no
+// disruption owns any more, as Karpenter does at the start of each disruption round:
+// the invocation that tainted the node was killed before it could finish or clean
+// up (its DisruptionUntilAnnotation has passed, or is missing). Left alone are
+// nodes whose Node or NodeClaim is being deleted (the deletion is committed and
+// Reconcile finishes it), nodes a running disruption owns, and nodes Joiner did
+// not launch. Call it holding the cluster lease, so no disruption under the lease
+// is in progress. It returns the nodes it untainted.
+func (c *Client) ClearStaleDisruptions(ctx context.Context, st *ClusterState) ([]string, error) {
+	now := c.now()
+	var cleared []string
+	var errs []error
+	for _, n := range st.AllNodes {
+		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == karpenter.DisruptedTaintKey }) {
+			continue
+		}
+		nc := st.NodeClaimForNode(n)
+		switch {
+		case IsControlPlane(n), nc == nil, n.Labels[karpenter.NodePoolLabelKey] == "":
+			continue // not Joiner's
+		case n.DeletionTimestamp != nil, nc.DeletionTimestamp != nil:
+			continue
+		case disruptionRunning(n, now):
+			continue
+		}
+		if err := c.untaintDisrupted(ctx, n.Name); err != nil {
+			errs = append(errs, fmt.Errorf("remove stale %s from node %s: %w", karpenter.DisruptedTaintKey, n.Name, err))
+			continue
+		}
+		cleared = append(cleared, n.Name)
+		note := "Stale taint " + karpenter.DisruptedTaintKey + " removed: the disruption that set it is no longer running"
+		if at := n.Annotations[DisruptionUntilAnnotation]; at != "" {
+			note += " (it owned the node until " + at + ")"
+		}
+		c.normal(ctx, NodeRef(n), ReasonDisruptionAbandoned, "Untaint", note)
+	}
+	return cleared, errors.Join(errs...)
+}
+
+// TaintRebalance puts RebalanceTaint on a Joiner-launched node (see RebalanceTaint).
+func (c *Client) TaintRebalance(ctx context.Context, st *ClusterState, nodeName string) error {
+	var node *corev1.Node
+	for _, n := range st.AllNodes {
+		if n.Name == nodeName {
+			node = n
+		}
+	}
+	switch {
+	case node == nil:
+		return fmt.Errorf("taint node %s: not in the snapshot", nodeName)
+	case IsControlPlane(node):
+		return fmt.Errorf("taint node %s: control-plane node: %w", nodeName, ErrNotOwned)
+	case st.NodeClaimForNode(node) == nil || node.Labels[karpenter.NodePoolLabelKey] == "":
+		return fmt.Errorf("taint node %s: no NodeClaim owns it: %w", nodeName, ErrNotOwned)
+	}
+	_, err := c.patchNode(ctx, node, func(n *corev1.Node) bool {
+		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&RebalanceTaint) }) {
+			return false
+		}
+		n.Spec.Taints = append(n.Spec.Taints, RebalanceTaint)
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("taint node %s %s: %w", nodeName, RebalanceTaint.Key, err)
+	}
+	c.normal(ctx, NodeRef(node), ReasonRebalanceRecommended, "Taint",
+		"EC2 rebalance recommendation: tainted "+RebalanceTaint.ToString()+" so new pods prefer other nodes")
 	return nil
 }
 
@@ -186,7 +310,9 @@ func (c *Client) untaintDisrupted(ctx context.Context, name string) error {
 	_, err = c.patchNode(ctx, node, func(n *corev1.Node) bool {
 		before := len(n.Spec.Taints)
 		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == karpenter.DisruptedTaintKey })
-		return len(n.Spec.Taints) != before
+		_, stamped := n.Annotations[DisruptionUntilAnnotation]
+		delete(n.Annotations, DisruptionUntilAnnotation)
+		return len(n.Spec.Taints) != before || stamped
 	})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -208,8 +334,24 @@ func (c *Client) patchNode(ctx context.Context, node *corev1.Node, mutate func(*
 		if taints == nil {
 			taints = []corev1.Taint{}
 		}
+		meta := map[string]any{"labels": next.Labels, "resourceVersion": cur.ResourceVersion}
+		// Annotations as a merge patch: changed keys, and null for removed ones.
+		annotations := map[string]any{}
+		for k, v := range next.Annotations {
+			if old, ok := cur.Annotations[k]; !ok || old != v {
+				annotations[k] = v
+			}
+		}
+		for k := range cur.Annotations {
+			if _, ok := next.Annotations[k]; !ok {
+				annotations[k] = nil
+			}
+		}
+		if len(annotations) > 0 {
+			meta["annotations"] = annotations
+		}
 		patch, _ := json.Marshal(map[string]any{
-			"metadata": map[string]any{"labels": next.Labels, "resourceVersion": cur.ResourceVersion},
+			"metadata": meta,
 			"spec":     map[string]any{"taints": taints},
 		})
 		out, err := c.clients.Core.Nodes().Patch(ctx, cur.Name, types.MergePatchType, patch, metav1.PatchOptions{})
@@ -344,10 +486,8 @@ func (c *Client) Drain(ctx context.Context, nodeName string, opts DrainOptions) 
 		if len(waiting) > 0 && len(candidates) == 0 {
 			sleep = min(delay, opts.RetryInitial)
 		}
-		select {
-		case <-ctx.Done():
-			return c.drainStopped(ctx, nodeName, res, append(candidates, waiting...), fmt.Errorf("drain node %s: %w", nodeName, ctx.Err()))
-		case <-time.After(sleep):
+		if err := c.opts.Sleep(ctx, sleep); err != nil {
+			return c.drainStopped(ctx, nodeName, res, append(candidates, waiting...), fmt.Errorf("drain node %s: %w", nodeName, err))
 		}
 		delay = min(delay*2, opts.RetryMax)
 	}
@@ -366,19 +506,13 @@ func (c *Client) drainStopped(ctx context.Context, nodeName string, res *DrainRe
 	return res, err
 }
 
-// evict posts an Eviction without client-go's hidden retries: client-go would otherwise
-// retry a 429 carrying Retry-After (PDB not yet evaluated) up to 10 times, silently
-// spending 100 s of the function's time.
+// evict posts one Eviction; PodAPI.EvictV1 does not retry a 429 (PDB not yet evaluated)
+// itself, so the drain loop's retries are the only ones and stay within its deadline.
 func (c *Client) evict(ctx context.Context, p *corev1.Pod) error {
 	ev := &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}},
 	}
-	if rc, ok := c.clients.Core.RESTClient().(*rest.RESTClient); ok && rc != nil {
-		return rc.Post().Namespace(p.Namespace).Resource("pods").Name(p.Name).SubResource("eviction").
-			MaxRetries(0).Body(ev).Do(ctx).Error()
-	}
-	// client-go's fake clients have no REST client; they serve evictions here.
 	return c.clients.Core.Pods(p.Namespace).EvictV1(ctx, ev)
 }
 

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
@@ -25,21 +24,22 @@ const ReportingController = "joiner"
 // Event reasons, named as Karpenter names them so `kubectl describe` and alerting built
 // for Karpenter keep working.
 const (
-	ReasonNominated           = "Nominated"
-	ReasonFailedScheduling    = "FailedScheduling"
-	ReasonLaunched            = "Launched"
-	ReasonLaunchFailed        = "FailedLaunch"
-	ReasonRegistered          = "Registered"
-	ReasonInitialized         = "Initialized"
-	ReasonRegistrationTimeout = "RegistrationTimeout"
-	ReasonDisrupting          = "Disrupting"
-	ReasonDisruptionBlocked   = "DisruptionBlocked"
-	ReasonDisruptionAbandoned = "DisruptionAbandoned"
-	ReasonEvicted             = "Evicted"
-	ReasonFailedDraining      = "FailedDraining"
-	ReasonTerminating         = "DisruptionTerminating"
-	ReasonInstanceTerminated  = "InstanceTerminated"
-	ReasonUnconsolidatable    = "Unconsolidatable"
+	ReasonNominated            = "Nominated"
+	ReasonFailedScheduling     = "FailedScheduling"
+	ReasonLaunched             = "Launched"
+	ReasonLaunchFailed         = "FailedLaunch"
+	ReasonRegistered           = "Registered"
+	ReasonInitialized          = "Initialized"
+	ReasonRegistrationTimeout  = "RegistrationTimeout"
+	ReasonDisrupting           = "Disrupting"
+	ReasonDisruptionBlocked    = "DisruptionBlocked"
+	ReasonDisruptionAbandoned  = "DisruptionAbandoned"
+	ReasonEvicted              = "Evicted"
+	ReasonFailedDraining       = "FailedDraining"
+	ReasonTerminating          = "DisruptionTerminating"
+	ReasonInstanceTerminated   = "InstanceTerminated"
+	ReasonUnconsolidatable     = "Unconsolidatable"
+	ReasonRebalanceRecommended = "RebalanceRecommended"
 )
 
 // Event is one decision to show on an object.
@@ -58,7 +58,7 @@ type Event struct {
 // logged and never fails the decision it reports. The same (object, reason, note)
 // recorded again updates one Event's series instead of adding another.
 type Recorder struct {
-	client   eventsv1client.EventsV1Interface
+	client   EventsAPI
 	instance string
 	now      func() time.Time
 	log      *slog.Logger
@@ -66,7 +66,7 @@ type Recorder struct {
 
 // NewRecorder returns a Recorder; instance names the writer (function name and
 // invocation id), as reportingInstance.
-func NewRecorder(client eventsv1client.EventsV1Interface, instance string, now func() time.Time, log *slog.Logger) *Recorder {
+func NewRecorder(client EventsAPI, instance string, now func() time.Time, log *slog.Logger) *Recorder {
 	if now == nil {
 		now = time.Now
 	}

@@ -21,8 +21,10 @@ import (
 
 func fakeClient(objs ...runtime.Object) (*Client, *fake.Clientset) {
 	cs := fake.NewClientset(objs...)
-	c := New(&Clients{Core: cs.CoreV1(), Apps: cs.AppsV1(), Policy: cs.PolicyV1(), Coordination: cs.CoordinationV1(), Events: cs.EventsV1()},
-		Options{ClusterName: "test", Identity: "unit"})
+	// What kube/typed.Clients does; that package imports this one, so this test cannot.
+	clients := ClientsOf(cs.CoreV1().Pods, cs.CoreV1().Nodes, cs.AppsV1().DaemonSets, cs.PolicyV1().PodDisruptionBudgets,
+		cs.CoordinationV1().Leases, cs.EventsV1().Events, nil)
+	c := New(clients, Options{ClusterName: "test", Identity: "unit"})
 	return c, cs
 }
 

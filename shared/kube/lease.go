@@ -12,7 +12,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coordv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -47,7 +46,7 @@ func (e *HeldError) Unwrap() error { return ErrLeaseHeld }
 // Lease is a coordination.k8s.io/v1 Lease named joiner-<cluster>: the provisioner and
 // the consolidator hold it while they decide, so they never act on the same snapshot.
 type Lease struct {
-	client   coordv1client.CoordinationV1Interface
+	client   CoordinationAPI
 	name     string
 	identity string
 	duration time.Duration
@@ -62,7 +61,7 @@ type Lease struct {
 
 // NewLease returns the cluster's lease for identity (function name + invocation id).
 // duration must be shorter than the caller's function timeout; 0 means DefaultLeaseDuration.
-func NewLease(client coordv1client.CoordinationV1Interface, cluster, identity string, duration time.Duration, now func() time.Time, log *slog.Logger) *Lease {
+func NewLease(client CoordinationAPI, cluster, identity string, duration time.Duration, now func() time.Time, log *slog.Logger) *Lease {
 	if duration <= 0 {
 		duration = DefaultLeaseDuration
 	}

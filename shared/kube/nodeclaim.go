@@ -215,6 +215,27 @@ func (c *Client) DeleteNodeClaim(ctx context.Context, name string) error {
 	return nil
 }
 
+// SetEmpty sets the NodeClaim's Empty condition: True since at when its node holds
+// no pods but DaemonSet and mirror pods, False when it runs pods again. Pods that
+// left a node leave no trace in a snapshot, so this condition is what keeps the
+// emptiness timer (consolidateAfter) between consolidation rounds.
+func (c *Client) SetEmpty(ctx context.Context, name string, empty bool, at time.Time) error {
+	nc, err := c.getNodeClaim(ctx, name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	status, reason := metav1.ConditionFalse, "NotEmpty"
+	if empty {
+		status, reason = metav1.ConditionTrue, karpenter.ConditionEmpty
+	}
+	setCond(&nc.Status.Conditions, karpenter.ConditionEmpty, status, reason, "", at, nc.Generation)
+	_, err = c.patchNodeClaimStatus(ctx, nc)
+	return err
+}
+
 func (c *Client) getNodeClaim(ctx context.Context, name string) (*karpenter.NodeClaim, error) {
 	u, err := c.clients.Dynamic.Resource(NodeClaimGVR).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -581,6 +602,17 @@ func (c *Client) nodeForClaim(ctx context.Context, st *ClusterState, nc *karpent
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, err
+		}
+	}
+	// The node may have registered without the NodeClaim recording its name (the
+	// status write failed): found by providerID, it is not left behind.
+	list, err := c.clients.Core.Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if list.Items[i].Spec.ProviderID == nc.Status.ProviderID {
+			return &list.Items[i], nil
 		}
 	}
 	return nil, nil

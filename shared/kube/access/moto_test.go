@@ -101,7 +101,7 @@ func TestEKSDescribeCluster(t *testing.T) {
 		t.Fatalf("endpoint %q, %d bytes of CA", info.Endpoint, len(info.CAData))
 	}
 	cfg, err := RESTConfig(ctx, Config{Mode: ModeEKS, ClusterName: "technews-karpenter-eks", Region: "us-east-1"},
-		Deps{EKS: api, STS: testSTS("us-east-1")})
+		Deps{EKS: api, AWS: testAWS})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/transport"
@@ -33,10 +32,8 @@ type SecretsAPI interface {
 // Deps are the AWS clients a mode needs; nil ones are built from AWS when required.
 type Deps struct {
 	// AWS is the SDK configuration (region, credentials, endpoint overrides).
-	AWS aws.Config
-	EKS EKSAPI
-	// STS signs the EKS token; built from AWS when nil.
-	STS     *sts.Client
+	AWS     aws.Config
+	EKS     EKSAPI
 	Secrets SecretsAPI
 	// Now is the clock for token signing and cache expiry (time.Now when nil).
 	Now func() time.Time
@@ -111,11 +108,8 @@ func eksConfig(ctx context.Context, c Config, d Deps) (*rest.Config, error) {
 			describeCache.Store(c.Region+"/"+c.ClusterName, info)
 		}
 	}
-	stsClient := d.STS
-	if stsClient == nil {
-		stsClient = sts.NewFromConfig(d.AWS, func(o *sts.Options) { o.Region = c.Region })
-	}
-	gen := NewTokenGenerator(stsClient, c.ClusterName, d.Now)
+	// The token is signed with AWS's credentials for the cluster's region.
+	gen := NewTokenGenerator(d.AWS.Credentials, c.Region, c.ClusterName, d.Now)
 	ts := gen.TokenSource(ctx)
 	cfg := &rest.Config{
 		Host:            info.Endpoint,

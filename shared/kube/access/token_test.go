@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 )
 
 const (
@@ -21,12 +21,11 @@ const (
 	testSecret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 )
 
-func testSTS(region string) *sts.Client {
-	return sts.New(sts.Options{
-		Region:      region,
-		Credentials: credentials.NewStaticCredentialsProvider(testAKID, testSecret, ""),
-	})
-}
+var (
+	testCreds = credentials.NewStaticCredentialsProvider(testAKID, testSecret, "")
+	// testAWS is the AWS configuration eks access signs its tokens with.
+	testAWS = aws.Config{Credentials: testCreds}
+)
 
 // decodeToken undoes k8s-aws-v1. + base64url, as aws-iam-authenticator's server does.
 func decodeToken(t *testing.T, tok string) *url.URL {
@@ -92,7 +91,7 @@ func sigV4Signature(u *url.URL, cluster, region string, at time.Time) string {
 func TestTokenFormatMatchesAWSIAMAuthenticator(t *testing.T) {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, region := range []string{"us-east-1", "eu-west-1"} {
-		gen := NewTokenGenerator(testSTS(region), "technews-karpenter-eks", func() time.Time { return at })
+		gen := NewTokenGenerator(testCreds, region, "technews-karpenter-eks", func() time.Time { return at })
 		tok, err := gen.Get(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -127,8 +126,8 @@ func TestTokenFormatMatchesAWSIAMAuthenticator(t *testing.T) {
 
 func TestTokenDiffersPerCluster(t *testing.T) {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	a, _ := NewTokenGenerator(testSTS("us-east-1"), "a", func() time.Time { return at }).Get(context.Background())
-	b, _ := NewTokenGenerator(testSTS("us-east-1"), "b", func() time.Time { return at }).Get(context.Background())
+	a, _ := NewTokenGenerator(testCreds, "us-east-1", "a", func() time.Time { return at }).Get(context.Background())
+	b, _ := NewTokenGenerator(testCreds, "us-east-1", "b", func() time.Time { return at }).Get(context.Background())
 	if a.Value == b.Value {
 		t.Fatal("tokens for two clusters must differ: the cluster id is a signed header")
 	}
@@ -136,7 +135,7 @@ func TestTokenDiffersPerCluster(t *testing.T) {
 
 func TestTokenSourceRefreshesBeforeExpiry(t *testing.T) {
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	gen := NewTokenGenerator(testSTS("us-west-2"), "c", func() time.Time { return now })
+	gen := NewTokenGenerator(testCreds, "us-west-2", "c", func() time.Time { return now })
 	ts := gen.TokenSource(context.Background())
 	first, err := ts.Token()
 	if err != nil {
@@ -154,5 +153,27 @@ func TestTokenSourceRefreshesBeforeExpiry(t *testing.T) {
 	}
 	if got := decodeToken(t, renewed.AccessToken).Query().Get("X-Amz-Date"); got != "20250102T031806Z" {
 		t.Errorf("renewed token signed at %s, want 20250102T031806Z", got)
+	}
+}
+
+// TestTokenSessionAndPartition: a role's session token travels in the presigned
+// query (STS rejects the URL without it), and China regions sign for their own
+// partition's STS host.
+func TestTokenSessionAndPartition(t *testing.T) {
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	creds := credentials.NewStaticCredentialsProvider(testAKID, testSecret, "session-token")
+	tok, err := NewTokenGenerator(creds, "cn-north-1", "c", func() time.Time { return at }).Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decodeToken(t, tok.Value)
+	if u.Host != "sts.cn-north-1.amazonaws.com.cn" {
+		t.Errorf("host %s, want sts.cn-north-1.amazonaws.com.cn", u.Host)
+	}
+	if got := u.Query().Get("X-Amz-Security-Token"); got != "session-token" {
+		t.Errorf("X-Amz-Security-Token %q, want the session token", got)
+	}
+	if _, err := NewTokenGenerator(nil, "us-east-1", "c", nil).Get(context.Background()); err == nil || !strings.Contains(err.Error(), "no AWS credentials") {
+		t.Errorf("without credentials: %v", err)
 	}
 }

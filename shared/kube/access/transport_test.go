@@ -31,7 +31,7 @@ func TestEKSTokenSentOverVerifiedTLS(t *testing.T) {
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	c := Config{Mode: ModeEKS, ClusterName: "c1", Region: "us-east-1", Endpoint: srv.URL, CAData: ca}
-	cfg, err := RESTConfig(context.Background(), c, Deps{STS: testSTS("us-east-1"), Now: func() time.Time { return now }})
+	cfg, err := RESTConfig(context.Background(), c, Deps{AWS: testAWS, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestEKSTokenSentOverVerifiedTLS(t *testing.T) {
 	c.CAData = otherCA(t)
 	c2 := c
 	c2.ClusterName = "c2"
-	cfg, err = RESTConfig(context.Background(), c2, Deps{STS: testSTS("us-east-1")})
+	cfg, err = RESTConfig(context.Background(), c2, Deps{AWS: testAWS})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package typed builds kube.Clients over client-go's typed clientset interface, such
 // as the fake clientset that unit tests and the in-memory replay cluster use. It lives
 // apart from package kube so the Lambda binaries, which talk to the API server through
-// kube.NewClients, never link the full typed clientset.
+// kube.NewClients, never link the typed clientset (whose scheme registers every API group).
 package typed
 
 import (
@@ -13,12 +13,6 @@ import (
 
 // Clients returns kube.Clients over cs (built-in types) and dyn (Karpenter's CRDs).
 func Clients(cs kubernetes.Interface, dyn dynamic.Interface) *kube.Clients {
-	return &kube.Clients{
-		Core:         cs.CoreV1(),
-		Apps:         cs.AppsV1(),
-		Policy:       cs.PolicyV1(),
-		Coordination: cs.CoordinationV1(),
-		Events:       cs.EventsV1(),
-		Dynamic:      dyn,
-	}
+	return kube.ClientsOf(cs.CoreV1().Pods, cs.CoreV1().Nodes, cs.AppsV1().DaemonSets, cs.PolicyV1().PodDisruptionBudgets,
+		cs.CoordinationV1().Leases, cs.EventsV1().Events, dyn)
 }
