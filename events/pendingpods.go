@@ -204,10 +204,10 @@ func decodePendingPod(raw json.RawMessage) (PendingPod, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return PendingPod{}, fmt.Errorf("not an object: %s", truncate(string(raw), 40))
 	}
-	var id podIdentity
-	_ = json.Unmarshal(raw, &id) // best effort: only for naming a rejected pod
 	var p PendingPod
 	if err := json.Unmarshal(raw, &p); err != nil {
+		var id podIdentity
+		_ = json.Unmarshal(raw, &id) // best effort, only to name the rejected pod
 		return PendingPod{Namespace: id.Namespace, Name: id.Name}, describeJSONError(err)
 	}
 	if err := p.Validate(); err != nil {

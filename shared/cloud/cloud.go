@@ -113,6 +113,9 @@ type Config struct {
 	// Unavailable is the unavailable-offerings cache. Nil means the process-wide
 	// cache (SharedUnavailable) unless Clock is set, which gets a private one.
 	Unavailable *UnavailableOfferings
+	// CatalogCache, when set, keeps LiveCatalog's EC2 reads across invocations
+	// (see CatalogCache); nil reads them on every call.
+	CatalogCache *CatalogCache
 	// Catalog supplies instance-type facts and the on-demand prices used when
 	// the Pricing API is unreachable. Nil means catalog.Embedded().
 	Catalog *catalog.Catalog
@@ -131,6 +134,7 @@ type Config struct {
 // and a handler test may substitute its own.
 type Cloud interface {
 	Launch(ctx context.Context, req LaunchRequest) (Instance, error)
+	ConfirmLaunched(ctx context.Context) error
 	Terminate(ctx context.Context, ids ...string) (TerminateResult, error)
 	ListOwned(ctx context.Context) ([]OwnedInstance, error)
 	LiveCatalog(ctx context.Context, zones []string) (*catalog.Catalog, error)
@@ -159,7 +163,10 @@ type Provider struct {
 	typeInfo   map[string]*catalog.InstanceType
 	templates  map[string]string // launch template name → id
 	tokens     map[string]string // token source → token (never logged)
+	userData   map[string]string // rendering options → user data
 	dryRuns    []DryRunResult
+	// unconfirmed are launches ConfirmLaunched has yet to check.
+	unconfirmed []pendingTags
 }
 
 // New returns a Provider for one invocation.
@@ -195,7 +202,7 @@ func New(cfg Config, api Clients) (*Provider, error) {
 	return &Provider{
 		cfg: cfg, api: api, unavailable: unavailable, log: log.With("component", "cloud"), catalog: cat,
 		subnets: map[string][]Subnet{}, groups: map[string][]SecurityGroup{}, amis: map[string][]AMI{},
-		params: map[string]string{}, templates: map[string]string{}, tokens: map[string]string{},
+		params: map[string]string{}, templates: map[string]string{}, tokens: map[string]string{}, userData: map[string]string{},
 	}, nil
 }
 

@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -59,8 +59,6 @@ type Instance struct {
 	SubnetID       string
 	ImageID        string
 	LaunchTemplate string
-	PrivateDNSName string
-	LaunchTime     time.Time
 	// FleetCalls is how many CreateFleet calls the launch made.
 	FleetCalls int
 	// ExcessTerminated lists extra instances a fleet returned that were terminated.
@@ -259,7 +257,7 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 		key := fmt.Sprintf("%s/%d", ami.ID, o.MaxPods)
 		tname, ok := rendered[key]
 		if !ok {
-			ud, err := bootstrap.Render(plan.family, o)
+			ud, err := p.render(plan.family, o)
 			if err != nil {
 				return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 			}
@@ -278,6 +276,30 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 	}
 	plan.tags = p.instanceTags(req)
 	return plan, nil
+}
+
+// render is bootstrap.Render, remembered for the provider's life: an invocation's
+// launches mostly share their user data, and rendering it (YAML in MIME) cost more
+// than the rest of a launch's planning.
+func (p *Provider) render(family string, o bootstrap.Options) (string, error) {
+	raw, kerr := json.Marshal(o)
+	key := family + "\x00" + string(raw)
+	if kerr == nil {
+		p.mu.Lock()
+		ud, ok := p.userData[key]
+		p.mu.Unlock()
+		if ok {
+			return ud, nil
+		}
+	}
+	ud, err := bootstrap.Render(family, o)
+	if err != nil || kerr != nil {
+		return ud, err
+	}
+	p.mu.Lock()
+	p.userData[key] = ud
+	p.mu.Unlock()
+	return ud, nil
 }
 
 // maxPods is the kubelet's max-pods for a type, as Karpenter computes it.
@@ -569,11 +591,11 @@ func (p *Provider) keepOne(ctx context.Context, plan *launchPlan, all []launched
 			inst.ExcessTerminated = ids
 		}
 	}
-	// Confirm the kept instance carries its tags (EC2 applies TagSpecifications
-	// at creation, but an instance must never be left unowned) and read its details.
-	if err := p.confirmTags(ctx, &inst, plan.tags); err != nil {
-		errs = append(errs, err)
-	}
+	// EC2 applies TagSpecifications at creation; ConfirmLaunched checks all of an
+	// invocation's launches with one read instead of one per launch.
+	p.mu.Lock()
+	p.unconfirmed = append(p.unconfirmed, pendingTags{id: inst.ID, tags: plan.tags})
+	p.mu.Unlock()
 	p.log.Info("launched", "nodeClaim", plan.req.NodeClaim, "nodePool", plan.req.NodePool, "instance", inst.ID, "instanceType", inst.InstanceType, "zone", inst.Zone, "capacityType", inst.CapacityType)
 	if len(errs) > 0 {
 		// The instance exists and is recorded in the result even so.
@@ -582,36 +604,64 @@ func (p *Provider) keepOne(ctx context.Context, plan *launchPlan, all []launched
 	return inst, nil
 }
 
-func (p *Provider) confirmTags(ctx context.Context, inst *Instance, tags map[string]string) error {
-	out, err := p.api.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{
-		Filters: []ec2types.Filter{{Name: aws.String("instance-id"), Values: []string{inst.ID}}},
-	})
-	if err != nil {
-		// Without a read, tag anyway: CreateTags is idempotent.
-		return p.tag(ctx, []string{inst.ID}, tags)
+// pendingTags is a launched instance whose tags ConfirmLaunched has not checked.
+type pendingTags struct {
+	id   string
+	tags map[string]string
+}
+
+// ConfirmLaunched checks, with one DescribeInstances, that every instance launched
+// since the last call carries its ownership tags, and tags any that does not (or
+// every one, when the read fails: CreateTags is idempotent). EC2 applies a fleet's
+// TagSpecifications at creation, so this is a safety net: an instance must never be
+// left unowned, where neither leak clean-up nor termination would find it.
+func (p *Provider) ConfirmLaunched(ctx context.Context) error {
+	p.mu.Lock()
+	pending := p.unconfirmed
+	p.unconfirmed = nil
+	p.mu.Unlock()
+	if len(pending) == 0 || p.cfg.DryRun {
+		return nil
 	}
-	for _, r := range out.Reservations {
-		for _, i := range r.Instances {
-			if aws.ToString(i.InstanceId) != inst.ID {
-				continue
+	ids := make([]string, 0, len(pending))
+	for _, pt := range pending {
+		ids = append(ids, pt.id)
+	}
+	have := map[string]map[string]string{}
+	pg := ec2.NewDescribeInstancesPaginator(p.api.EC2, &ec2.DescribeInstancesInput{
+		Filters: []ec2types.Filter{{Name: aws.String("instance-id"), Values: ids}},
+	})
+	var readErr error
+	for pg.HasMorePages() {
+		out, err := pg.NextPage(ctx)
+		if err != nil {
+			readErr = err
+			break
+		}
+		for _, r := range out.Reservations {
+			for _, i := range r.Instances {
+				have[aws.ToString(i.InstanceId)] = tagMap(i.Tags)
 			}
-			inst.PrivateDNSName = aws.ToString(i.PrivateDnsName)
-			if i.LaunchTime != nil {
-				inst.LaunchTime = *i.LaunchTime
-			}
-			if inst.ImageID == "" {
-				inst.ImageID = aws.ToString(i.ImageId)
-			}
-			have := tagMap(i.Tags)
-			for k, v := range tags {
-				if have[k] != v {
-					return p.tag(ctx, []string{inst.ID}, tags)
-				}
-			}
-			return nil
 		}
 	}
-	return p.tag(ctx, []string{inst.ID}, tags)
+	var errs []error
+	for _, pt := range pending {
+		got, seen := have[pt.id]
+		ok := seen && readErr == nil
+		for k, v := range pt.tags {
+			if ok && got[k] != v {
+				ok = false
+			}
+		}
+		if ok {
+			continue
+		}
+		p.log.Warn("launched instance lacks its tags; tagging it", "instance", pt.id, "seen", seen)
+		if err := p.tag(ctx, []string{pt.id}, pt.tags); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (p *Provider) tag(ctx context.Context, ids []string, tags map[string]string) error {

@@ -160,15 +160,7 @@ func (p *Provider) SpotPrices(ctx context.Context) (map[string]map[string]float6
 // left without offerings is dropped. Offerings in the unavailable cache are
 // marked Available=false. zones, when not empty, restricts the offerings.
 func (p *Provider) LiveCatalog(ctx context.Context, zones []string) (*catalog.Catalog, error) {
-	types, err := p.InstanceTypes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	offered, err := p.offerings(ctx)
-	if err != nil {
-		return nil, err
-	}
-	spot, err := p.SpotPrices(ctx)
+	types, offered, spot, err := p.catalogInputs(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,9 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 	if err != nil {
 		return err
 	}
+	if st, err = d.clearStaleDisruptions(ctx, st, sum); err != nil {
+		return err
+	}
 	cat, err := d.catalogFor(ctx)
 	if err != nil {
 		return err
@@ -54,10 +57,14 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 	for _, b := range dec.Blocked {
 		d.log().Info("not disrupted", "node", b.Node, "reason", b.Reason)
 	}
+	d.recordEmptiness(ctx, dec.Actions)
 	var done []string
 	for _, cmd := range dec.Commands() {
 		if ctx.Err() != nil {
 			break
+		}
+		if d.emptinessUnobserved(ctx, st, cmd) {
+			continue
 		}
 		if msg, err := d.executeCommand(ctx, st, cat, cmd, sum); err != nil {
 			sum.fail(err)
@@ -76,6 +83,86 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 	}
 	sum.Action = strings.Join(done, "; ")
 	return nil
+}
+
+// clearStaleDisruptions removes, holding the lease, the karpenter.sh/disrupted taints
+// that no running disruption owns, and reads the cluster again when it removed any.
+// Decide counts a tainted node as already being deleted: an invocation killed
+// outright (Lambda's timeout) before it untainted its node would otherwise keep that
+// node out of every later round, tainted for good; the round can now finish the job.
+func (d *Deps) clearStaleDisruptions(ctx context.Context, st *kube.ClusterState, sum *Summary) (*kube.ClusterState, error) {
+	if d.Config.DryRun {
+		return st, nil
+	}
+	cleared, err := d.Cluster.ClearStaleDisruptions(ctx, st)
+	if err != nil {
+		// The next round tries again; this one decides on what it has.
+		sum.fail(err)
+	}
+	if len(cleared) == 0 {
+		return st, nil
+	}
+	d.log().Warn("removed stale disruption taints", "nodes", cleared)
+	st, err = d.Cluster.ReadState(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read cluster: %w", err)
+	}
+	return st, nil
+}
+
+// recordEmptiness writes the decision's MarkEmpty and ClearEmpty actions on the
+// NodeClaims (best effort: a failed write only delays the next removal), first
+// observation time for a mark, so the emptiness timer survives between rounds.
+func (d *Deps) recordEmptiness(ctx context.Context, actions []disruption.Action) {
+	if d.Config.DryRun {
+		return
+	}
+	for _, a := range actions {
+		if a.Kind != disruption.MarkEmpty && a.Kind != disruption.ClearEmpty {
+			continue
+		}
+		if err := d.Cluster.SetEmpty(ctx, a.NodeClaim, a.Kind == disruption.MarkEmpty, d.now()); err != nil {
+			d.log().Warn("could not record emptiness", "nodeclaim", a.NodeClaim, "error", err.Error())
+		}
+	}
+}
+
+// emptinessUnobserved holds back the deletion of empty nodes that no round has seen
+// empty yet (no Empty=True condition) when their pool sets a consolidateAfter: pods
+// that left a node leave no trace in the snapshot, so the node may have emptied a
+// moment ago. It marks them Empty now; consolidateAfter then runs from this round.
+func (d *Deps) emptinessUnobserved(ctx context.Context, st *kube.ClusterState, cmd []disruption.Action) bool {
+	if cmd[0].Reason != disruption.ReasonEmpty || d.Config.DryRun {
+		return false
+	}
+	hold := false
+	for _, a := range cmd {
+		var nc *karpenter.NodeClaim
+		for _, c := range st.NodeClaims {
+			if c.Name == a.NodeClaim {
+				nc = c
+			}
+		}
+		if nc == nil || kube.ConditionTrue(nc.Status.Conditions, karpenter.ConditionEmpty) || !waitsWhenEmpty(st, a.NodePool) {
+			continue
+		}
+		hold = true
+		if err := d.Cluster.SetEmpty(ctx, a.NodeClaim, true, d.now()); err != nil {
+			d.log().Warn("could not record emptiness", "nodeclaim", a.NodeClaim, "error", err.Error())
+		}
+	}
+	return hold
+}
+
+// waitsWhenEmpty reports whether a pool's empty nodes wait (consolidateAfter > 0).
+func waitsWhenEmpty(st *kube.ClusterState, pool string) bool {
+	for _, p := range st.Snapshot.NodePools {
+		if p.Name == pool {
+			d := p.Spec.Disruption.ConsolidateAfter.Duration
+			return d == nil || *d > 0
+		}
+	}
+	return false
 }
 
 // executeCommand carries out one unit of the decision: launch its replacements and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
@@ -15,6 +16,8 @@ import (
 // Cloud is the EC2 side the handlers call; *cloud.Provider implements it.
 type Cloud interface {
 	Launch(ctx context.Context, req cloud.LaunchRequest) (cloud.Instance, error)
+	// ConfirmLaunched checks the tags of every instance launched so far in one read.
+	ConfirmLaunched(ctx context.Context) error
 	Terminate(ctx context.Context, ids ...string) (cloud.TerminateResult, error)
 	ListOwned(ctx context.Context) ([]cloud.OwnedInstance, error)
 	LiveCatalog(ctx context.Context, zones []string) (*catalog.Catalog, error)
@@ -62,12 +65,27 @@ func (d *Deps) log() *slog.Logger {
 type terminator struct{ cloud Cloud }
 
 func (t terminator) Terminate(ctx context.Context, nc *karpenter.NodeClaim) error {
-	id := kube.InstanceID(nc.Status.ProviderID)
-	if id == "" {
-		return nil // never launched: nothing to terminate
+	ids := []string{kube.InstanceID(nc.Status.ProviderID)}
+	if ids[0] == "" {
+		// The launch was never recorded (the invocation died, or the API server
+		// failed, between CreateFleet and MarkLaunched): the instance, if any,
+		// carries the NodeClaim's name in its tags.
+		owned, err := t.cloud.ListOwned(ctx)
+		if err != nil {
+			return fmt.Errorf("find the instance of NodeClaim %s: %w", nc.Name, err)
+		}
+		ids = ids[:0]
+		for _, o := range owned {
+			if o.NodeClaim == nc.Name {
+				ids = append(ids, o.ID)
+			}
+		}
+		if len(ids) == 0 {
+			return nil // never launched: nothing to terminate
+		}
 	}
-	if _, err := t.cloud.Terminate(ctx, id); err != nil {
-		return fmt.Errorf("terminate instance %s of NodeClaim %s: %w", id, nc.Name, err)
+	if _, err := t.cloud.Terminate(ctx, ids...); err != nil {
+		return fmt.Errorf("terminate instance %s of NodeClaim %s: %w", strings.Join(ids, ","), nc.Name, err)
 	}
 	return nil
 }

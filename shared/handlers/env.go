@@ -7,9 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
@@ -24,17 +25,50 @@ import (
 // container; each invocation gets its own provider (per-invocation discovery cache)
 // and Kubernetes client (its identity carries the request id).
 func FromEnv(ctx context.Context, name string) (*Function, error) {
-	cfg, err := ConfigFromEnv(os.Getenv)
+	return FromEnvWith(ctx, name, Env{Getenv: os.Getenv, Log: os.Stdout})
+}
+
+// Env is where FromEnvWith reads its settings and writes its logs. The Lambda
+// runtime uses the process environment and stdout; `joiner invoke --live` overlays
+// its flags on the environment and keeps stdout for the decision summary.
+type Env struct {
+	// Getenv reads a setting (os.Getenv when nil).
+	Getenv func(string) string
+	// Log receives the JSON logs and the EMF metrics line (os.Stdout when nil).
+	Log io.Writer
+	// AWSConfig loads the AWS configuration for region. When nil, LambdaAWSConfig
+	// reads it from Getenv, as the Lambda runtime provides it. A command run by a
+	// person passes the SDK's default chain (config.LoadDefaultConfig: profiles,
+	// SSO); the functions do not link that chain (see LambdaAWSConfig).
+	AWSConfig func(ctx context.Context, region string, logger logging.Logger) (aws.Config, error)
+}
+
+// FromEnvWith is FromEnv over env.
+func FromEnvWith(ctx context.Context, name string, env Env) (*Function, error) {
+	getenv, out := env.Getenv, env.Log
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if out == nil {
+		out = os.Stdout
+	}
+	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
-	acc, err := access.FromEnv(os.Getenv)
+	acc, err := access.FromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
-	log := NewLogger(os.Stdout, os.Getenv(EnvLogLevel))
+	log := NewLogger(out, getenv(EnvLogLevel))
 	slog.SetDefault(log)
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region), awsconfig.WithLogger(SDKLogger(log)))
+	loadAWS := env.AWSConfig
+	if loadAWS == nil {
+		loadAWS = func(_ context.Context, region string, logger logging.Logger) (aws.Config, error) {
+			return LambdaAWSConfig(getenv, region, logger)
+		}
+	}
+	awsCfg, err := loadAWS(ctx, cfg.Region, SDKLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("AWS configuration: %w", err)
 	}
@@ -47,20 +81,36 @@ func FromEnv(ctx context.Context, name string) (*Function, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster access: %w", err)
 	}
+	// A warm container reads instance types, offerings and spot prices on a timer,
+	// not on every invocation.
+	catalogCache := cloud.NewCatalogCache(TypesTTL, PricesTTL)
 	newDeps := func(ctx context.Context) (*Deps, error) {
 		identity := name
 		if lc, ok := lambdacontext.FromContext(ctx); ok {
 			identity = name + "/" + lc.AwsRequestID
 		}
-		prov, err := cloud.New(cloud.Config{ClusterName: cfg.ClusterName, Region: cfg.Region, DryRun: cfg.DryRun, Logger: log}, clients)
+		prov, err := cloud.New(cloud.Config{ClusterName: cfg.ClusterName, Region: cfg.Region, DryRun: cfg.DryRun, Logger: log,
+			CatalogCache: catalogCache}, clients)
 		if err != nil {
 			return nil, err
 		}
 		cluster := kube.New(kc, kube.Options{ClusterName: cfg.ClusterName, Identity: identity, Log: log})
 		return &Deps{Config: cfg, Cluster: cluster, Cloud: prov, Log: log, Identity: identity}, nil
 	}
-	return NewFunction(name, newDeps)
+	fn, err := NewFunction(name, newDeps)
+	if err != nil {
+		return nil, err
+	}
+	fn.MetricsOut = out
+	return fn, nil
 }
+
+// How long a warm container reuses what it read from EC2: instance types and their
+// offerings (which change when AWS adds a type or a zone), and spot prices.
+const (
+	TypesTTL  = time.Hour
+	PricesTTL = 5 * time.Minute
+)
 
 // NewLogger returns Joiner's JSON logger. Its records carry a "level" field in the
 // form Lambda's log-level filtering reads (DEBUG, INFO, WARN, ERROR).

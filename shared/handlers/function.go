@@ -14,6 +14,10 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
 )
 
+// cleanupReserve is the most of an invocation's time kept back for clean-up (a
+// quarter of it when that is less).
+const cleanupReserve = 5 * time.Second
+
 // Function names.
 const (
 	Provisioner  = "provisioner"
@@ -86,6 +90,15 @@ func (f *Function) Name() string { return f.name }
 // doing anything.
 func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	start := time.Now()
+	// Work stops a little before the caller's deadline: past Lambda's, the runtime
+	// freezes the process and no deferred clean-up (untainting an abandoned
+	// disruption, releasing the lease) would run.
+	if dl, ok := ctx.Deadline(); ok {
+		reserve := min(cleanupReserve, time.Until(dl)/4)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-reserve))
+		defer cancel()
+	}
 	sum := &Summary{Function: f.name}
 	ev, err := events.Decode(payload)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,10 @@ import (
 // drainMargin is kept between the end of a drain and the moment the instance goes
 // away, so the Node and NodeClaim are deleted before EC2 pulls the plug.
 const drainMargin = 15 * time.Second
+
+// lateDrainFloor is the least time a drain gets when its event's deadline has
+// already passed: enough to delete the pods and remove the node.
+const lateDrainFloor = 10 * time.Second
 
 var stateReasons = map[string]string{
 	events.StateStopping: "InstanceStopping", events.StateStopped: "InstanceStopped",
@@ -75,9 +80,23 @@ func runInterruption(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 	if err != nil {
 		return err
 	}
+	// The lease serialises this with the provisioner, the consolidator and other
+	// deliveries of the same warning. It is taken only when there is something to
+	// do, and the interruption path may not wait long: it acts without it if it must.
+	leased := false
+	if !it.gone && ownsAny(st, ids) {
+		if release, lerr := d.takeLease(ctx, d.Config.LeaseWait, &Summary{}); lerr == nil && release != nil {
+			defer release()
+			leased = true
+			// What the previous holder did while this one waited.
+			if st, err = d.Cluster.ReadState(ctx); err != nil {
+				return fmt.Errorf("read cluster: %w", err)
+			}
+		}
+	}
 	var acted []string
 	for _, id := range ids {
-		done, err := d.interrupt(ctx, st, id, it, sum)
+		done, err := d.interrupt(ctx, st, id, it, leased, sum)
 		if err != nil {
 			sum.fail(fmt.Errorf("instance %s: %w", id, err))
 			continue
@@ -113,7 +132,17 @@ func findInstance(st *kube.ClusterState, id string) (*corev1.Node, *karpenter.No
 	return nil, nc
 }
 
-func (d *Deps) interrupt(ctx context.Context, st *kube.ClusterState, id string, it interruption, sum *Summary) (string, error) {
+// ownsAny reports whether any of the instances is one of this cluster's NodeClaims.
+func ownsAny(st *kube.ClusterState, ids []string) bool {
+	for _, id := range ids {
+		if _, nc := findInstance(st, id); nc != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *Deps) interrupt(ctx context.Context, st *kube.ClusterState, id string, it interruption, leased bool, sum *Summary) (string, error) {
 	node, nc := findInstance(st, id)
 	if nc == nil {
 		// Not launched by Joiner for this cluster: never touched.
@@ -131,6 +160,30 @@ func (d *Deps) interrupt(ctx context.Context, st *kube.ClusterState, id string, 
 	if d.Config.DryRun {
 		return fmt.Sprintf("would handle %s on NodeClaim %s (dry run)", it.reason, nc.Name), nil
 	}
+	if node != nil && !it.gone && slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == karpenter.DisruptedTaintKey }) {
+		switch {
+		case it.taintOnly:
+			return fmt.Sprintf("%s: node %s is already being disrupted", it.reason, node.Name), nil
+		case !leased:
+			// Another invocation may be disrupting it right now; a retry finds out.
+			return "", fmt.Errorf("node %s already carries %s and the cluster lease is held elsewhere: retry", node.Name, karpenter.DisruptedTaintKey)
+		}
+		// Under the lease the taint is nobody's work in progress but, possibly, an
+		// interruption acting without the lease: a disruption cut off before its
+		// clean-up, or one that runs out of time anyway. Finish it.
+	}
+	if it.taintOnly && node != nil && !it.gone {
+		// A hint, not a notice: the node keeps its pods; new ones prefer other nodes.
+		if err := d.Cluster.TaintRebalance(ctx, st, node.Name); err != nil {
+			if errors.Is(err, kube.ErrNotOwned) {
+				return "", nil
+			}
+			return "", err
+		}
+		sum.Interruptions++
+		d.Metrics.Add("InterruptionsHandled", "Count", 1)
+		return fmt.Sprintf("%s: tainted node %s %s", it.reason, node.Name, kube.RebalanceTaint.ToString()), nil
+	}
 	sum.Interruptions++
 	d.Metrics.Add("InterruptionsHandled", "Count", 1)
 	if it.gone || node == nil {
@@ -147,24 +200,12 @@ func (d *Deps) interrupt(ctx context.Context, st *kube.ClusterState, id string, 
 		d.Metrics.Add("NodesTerminated", "Count", 1)
 		return fmt.Sprintf("%s: deleted NodeClaim %s", it.reason, nc.Name), nil
 	}
-	for _, t := range node.Spec.Taints {
-		if t.Key == karpenter.DisruptedTaintKey {
-			return "", nil // a repeat: the first delivery is handling it
-		}
-	}
-	// The interruption path may not wait long: it acts with or without the lease.
-	if release, err := d.takeLease(ctx, d.Config.LeaseWait, &Summary{}); err == nil && release != nil {
-		defer release()
-	}
 	dis, err := d.Cluster.BeginDisruption(ctx, st, node.Name, kube.DisruptOptions{Reason: it.reason, Involuntary: it.involuntary})
 	if err != nil {
 		if errors.Is(err, kube.ErrNotOwned) {
 			return "", nil
 		}
 		return "", err
-	}
-	if it.taintOnly {
-		return fmt.Sprintf("%s: tainted node %s", it.reason, node.Name), nil
 	}
 	defer dis.Abandon(ctx)
 	// Replacement capacity first, so the drained pods have somewhere to go.
@@ -175,8 +216,12 @@ func (d *Deps) interrupt(ctx context.Context, st *kube.ClusterState, id string, 
 	opts := kube.DrainOptions{Reason: it.reason, Involuntary: it.involuntary}
 	if !it.deadline.IsZero() {
 		opts.GraceDeadline = it.deadline.Add(-drainMargin)
+		// Measured on the handler's clock (simulated in replay). An event handled
+		// late (delivered or retried past its deadline) still drains: its pods are
+		// past their grace deadline and deleted at once, within lateDrainFloor.
+		left := max(it.deadline.Add(-drainMargin/2).Sub(d.now()), lateDrainFloor)
 		var cancel context.CancelFunc
-		dctx, cancel = context.WithDeadline(ctx, it.deadline.Add(-drainMargin/2))
+		dctx, cancel = context.WithTimeout(ctx, left)
 		defer cancel()
 	}
 	if _, err := dis.Drain(dctx, opts); err != nil {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,11 +26,36 @@ type launched struct {
 	Price     float64
 }
 
+// launchWriters bounds the concurrent API-server writes that record launches.
+const launchWriters = 8
+
+// perPodNominations is the most pods one invocation nominates with an Event each, as
+// Karpenter does. Past it each NodeClaim gets one Nominated Event naming its pods:
+// a thousand per-pod Events cost the API server seconds, far more than the decision.
+const perPodNominations = 100
+
+// launchJob is one planned node on its way to a launched NodeClaim.
+type launchJob struct {
+	nn    *packer.NewNode
+	pool  *karpenter.NodePool
+	class *karpenter.EC2NodeClass
+	claim *karpenter.NodeClaim // once created
+	inst  cloud.Instance
+	rec   kube.Launch
+	price float64
+	err   error
+	// quiet failures (the plan's pool or class vanished) emit no per-pod Events.
+	quiet bool
+	// recordErr is the first attempt's failure to record the launch.
+	recordErr error
+}
+
 // launchPlan creates a NodeClaim per new node of the plan, then launches its
-// instance. The NodeClaim comes first so a concurrent invocation counts the capacity
-// as in flight; a failed launch removes it again (terminating anything half-made), so
-// the pods stay pending for the next attempt and nothing is orphaned. One node's
-// failure does not stop the others.
+// instance. The NodeClaims come first so a concurrent invocation counts the capacity
+// as in flight; a failed launch removes its NodeClaim again (terminating anything
+// half-made), so the pods stay pending for the next attempt and nothing is orphaned.
+// One node's failure does not stop the others. Outcomes, Events and the summary
+// follow the plan's order.
 func (d *Deps) launchPlan(ctx context.Context, st *kube.ClusterState, cat *catalog.Catalog, plan *packer.Plan, reason string, sum *Summary) []launched {
 	pools := map[string]*karpenter.NodePool{}
 	for _, p := range st.Snapshot.NodePools {
@@ -41,48 +69,227 @@ func (d *Deps) launchPlan(ctx context.Context, st *kube.ClusterState, cat *catal
 	for _, p := range st.Snapshot.Pods {
 		pods[p.Namespace+"/"+p.Name] = p
 	}
-	var out []launched
+	jobs := make([]*launchJob, len(plan.NewNodes))
 	for i := range plan.NewNodes {
 		nn := &plan.NewNodes[i]
-		pool, class := pools[nn.NodePool], classes[nn.NodeClass]
-		if pool == nil || class == nil {
-			sum.fail(fmt.Errorf("node for pods %v: NodePool %q or EC2NodeClass %q vanished", nn.Pods, nn.NodePool, nn.NodeClass))
-			continue
+		j := &launchJob{nn: nn, pool: pools[nn.NodePool], class: classes[nn.NodeClass]}
+		if j.pool == nil || j.class == nil {
+			j.err, j.quiet = fmt.Errorf("node for pods %v: NodePool %q or EC2NodeClass %q vanished", nn.Pods, nn.NodePool, nn.NodeClass), true
 		}
-		l, err := d.launchNode(ctx, pool, class, cat, nn, reason)
-		if err != nil {
-			sum.fail(err)
-			for _, key := range nn.Pods {
+		jobs[i] = j
+	}
+	if d.Config.DryRun {
+		for _, j := range jobs {
+			if j.err == nil {
+				d.dryRunLaunch(ctx, j)
+			}
+		}
+	} else {
+		d.launchJobs(ctx, cat, jobs, reason)
+	}
+	var out []launched
+	var evs []kube.Event
+	nominated := 0
+	for _, j := range jobs {
+		if j.err == nil && j.claim != nil {
+			nominated += len(j.nn.Pods)
+		}
+	}
+	for _, j := range jobs {
+		if j.err != nil {
+			sum.fail(j.err)
+			if j.quiet {
+				continue
+			}
+			for _, key := range j.nn.Pods {
 				if p := pods[key]; p != nil {
-					d.record(ctx, kube.Event{Regarding: kube.PodRef(p), Type: corev1.EventTypeWarning, Reason: "FailedLaunch",
-						Action: "Launch", Note: fmt.Sprintf("Could not launch a node for the pod: %v", err)})
+					evs = append(evs, kube.Event{Regarding: kube.PodRef(p), Type: corev1.EventTypeWarning, Reason: kube.ReasonLaunchFailed,
+						Action: "Launch", Note: fmt.Sprintf("Could not launch a node for the pod: %v", j.err)})
 				}
 			}
 			continue
 		}
-		if l.Instance.ID == "" { // dry run
-			sum.DryRun = append(sum.DryRun, l.Instance.DryRun...)
+		if j.claim == nil { // dry run
+			sum.DryRun = append(sum.DryRun, j.inst.DryRun...)
 			continue
 		}
+		l := launched{NodeClaim: j.claim.Name, Instance: j.inst, Price: j.price}
 		out = append(out, l)
 		sum.NodesLaunched = append(sum.NodesLaunched, l.NodeClaim)
 		sum.PricePerHour += l.Price
 		d.Metrics.Add("NodesLaunched", "Count", 1)
-		for _, key := range nn.Pods {
+		target := fmt.Sprintf("nodeclaim/%s (%s %s in %s)", l.NodeClaim, l.Instance.CapacityType, l.Instance.InstanceType, l.Instance.Zone)
+		if nominated > perPodNominations {
+			evs = append(evs, kube.Event{Regarding: kube.NodeClaimRef(j.claim), Type: corev1.EventTypeNormal, Reason: kube.ReasonNominated,
+				Action: "Nominate", Note: nominationNote(target, j.nn.Pods)})
+			continue
+		}
+		for _, key := range j.nn.Pods {
 			if p := pods[key]; p != nil {
-				d.record(ctx, kube.Event{Regarding: kube.PodRef(p), Type: corev1.EventTypeNormal, Reason: "Nominated",
-					Action: "Nominate", Note: fmt.Sprintf("Pod should schedule on: nodeclaim/%s (%s %s in %s)", l.NodeClaim, l.Instance.CapacityType, l.Instance.InstanceType, l.Instance.Zone)})
+				evs = append(evs, kube.Event{Regarding: kube.PodRef(p), Type: corev1.EventTypeNormal, Reason: kube.ReasonNominated,
+					Action: "Nominate", Note: "Pod should schedule on: " + target})
 			}
 		}
 	}
+	d.recordAll(ctx, evs)
 	return out
 }
 
-func (d *Deps) record(ctx context.Context, e kube.Event) {
-	if d.Config.DryRun {
+// nominationNote names a NodeClaim's pods within an Event note's 1 kB.
+func nominationNote(target string, pods []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d pod(s) should schedule on: %s:", len(pods), target)
+	for i, key := range pods {
+		more := fmt.Sprintf(" and %d more", len(pods)-i)
+		if b.Len()+1+len(key)+len(more) > 1000 {
+			b.WriteString(more)
+			break
+		}
+		b.WriteString(" " + key)
+	}
+	return b.String()
+}
+
+// launchJobs creates the NodeClaims and launches their instances, each one after
+// another in plan order: NodeClaim names (generateName in the API server, a counter
+// in replay's) and the simulator's IDs and addresses then do not depend on timing,
+// so a replay is repeatable. The two sequences overlap (one NodeClaim's instance
+// launches while the next NodeClaim is written), and recording each launch on its
+// NodeClaim, the writes that dominate against a real API server, runs concurrently
+// once every NodeClaim exists: recording writes Events, which must not interleave
+// with the NodeClaims' creation for the names to stay put.
+func (d *Deps) launchJobs(ctx context.Context, cat *catalog.Catalog, jobs []*launchJob, reason string) {
+	created := make(chan *launchJob, len(jobs))
+	allCreated := make(chan struct{})
+	func() {
+		defer close(created)
+		defer close(allCreated)
+		for _, j := range jobs {
+			if j.err != nil {
+				continue
+			}
+			nc, err := d.Cluster.CreateNodeClaim(ctx, nodeClaimFor(j.pool, j.class, j.nn))
+			if err != nil {
+				j.err = fmt.Errorf("pods %v: %w", j.nn.Pods, err)
+				continue
+			}
+			j.claim = nc
+			created <- j
+		}
+	}()
+	bg := context.WithoutCancel(ctx)
+	sem := make(chan struct{}, launchWriters)
+	var wg sync.WaitGroup
+	for j := range created {
+		req := launchRequest(j.pool, j.class, j.nn)
+		req.NodeClaim = j.claim.Name
+		inst, err := d.Cloud.Launch(ctx, req)
+		if err != nil {
+			// Remove the NodeClaim (terminating whatever the failed launch left) so the
+			// pods are planned afresh next time.
+			<-allCreated
+			ferr := d.Cluster.MarkLaunchFailed(bg, j.claim.Name, err, terminator{d.Cloud})
+			j.err = errors.Join(fmt.Errorf("launch NodeClaim %s for pods %v: %w", j.claim.Name, j.nn.Pods, err), ferr)
+			continue
+		}
+		j.inst = inst
+		j.rec, j.price = launchRecord(cat, j.class, j.nn, inst)
+		<-allCreated
+		wg.Add(1)
+		func() {
+			defer wg.Done()
+			<-allCreated
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			// One attempt here; retries wait (on replay's simulated clock too), so
+			// they run afterwards, one at a time.
+			_, j.recordErr = d.Cluster.MarkLaunched(bg, j.claim.Name, j.rec)
+		}()
+	}
+	wg.Wait()
+	if err := d.Cloud.ConfirmLaunched(bg); err != nil {
+		d.log().Error("could not confirm the tags of launched instances", "error", err.Error())
+	}
+	for _, j := range jobs {
+		if j.err != nil || j.claim == nil {
+			continue
+		}
+		if j.recordErr != nil {
+			if err := d.markLaunched(bg, j.claim.Name, j.rec, j.recordErr); err != nil {
+				// An instance its NodeClaim does not name would be capacity no decision
+				// counts (the next plan launches again) until a timeout reaps it: remove
+				// both, and the pods are planned afresh next time.
+				_, terr := d.Cloud.Terminate(bg, j.inst.ID)
+				ferr := d.Cluster.MarkLaunchFailed(bg, j.claim.Name, err, terminator{d.Cloud})
+				j.err = errors.Join(fmt.Errorf("record launch of %s on NodeClaim %s: %w", j.inst.ID, j.claim.Name, err), terr, ferr)
+				continue
+			}
+		}
+		d.log().Info("launched", "nodeclaim", j.claim.Name, "reason", reason, "instance", j.inst.ID, "type", j.inst.InstanceType,
+			"zone", j.inst.Zone, "capacityType", j.inst.CapacityType, "pods", len(j.nn.Pods), "fleetCalls", j.inst.FleetCalls)
+	}
+}
+
+func (d *Deps) dryRunLaunch(ctx context.Context, j *launchJob) {
+	req := launchRequest(j.pool, j.class, j.nn)
+	req.NodeClaim = j.pool.Name + "-dryrun"
+	inst, err := d.Cloud.Launch(ctx, req)
+	if err != nil {
+		j.err = fmt.Errorf("dry-run launch for pods %v: %w", j.nn.Pods, err)
 		return
 	}
-	d.Cluster.Record(ctx, e)
+	j.inst = inst
+}
+
+func launchRequest(pool *karpenter.NodePool, class *karpenter.EC2NodeClass, nn *packer.NewNode) cloud.LaunchRequest {
+	return cloud.LaunchRequest{
+		NodePool: pool.Name, NodeClass: class, InstanceTypes: nn.Options, Zones: []string{nn.Zone},
+		CapacityTypes: capacityTypes(pool, nn.CapacityType), Labels: nn.Labels,
+		Taints: append(append([]corev1.Taint(nil), pool.Spec.Template.Spec.Taints...), pool.Spec.Template.Spec.StartupTaints...),
+	}
+}
+
+// launchRecord is what the NodeClaim records about its instance, and the price of
+// the offering it got.
+func launchRecord(cat *catalog.Catalog, class *karpenter.EC2NodeClass, nn *packer.NewNode, inst cloud.Instance) (kube.Launch, float64) {
+	l := kube.Launch{ProviderID: inst.ProviderID, InstanceType: inst.InstanceType, Zone: inst.Zone,
+		CapacityType: inst.CapacityType, ImageID: inst.ImageID}
+	price := nn.PricePerHour
+	if it, ok := cat.Lookup(inst.InstanceType); ok {
+		over := catalog.OverheadFor(class)
+		l.Capacity = catalog.CapacityFor(it, over)
+		l.Allocatable = catalog.Allocatable(it, over)
+		l.Labels = catalog.InstanceLabels(it)
+		for _, o := range it.Offerings {
+			if o.Zone == inst.Zone && o.CapacityType == inst.CapacityType {
+				price = o.PricePerHour
+			}
+		}
+	}
+	return l, price
+}
+
+// eventWriters bounds the concurrent Event writes of one invocation.
+const eventWriters = 16
+
+// recordAll writes Events concurrently: one per pod of a large batch, written one
+// after another, took seconds against a real API server, far more than the
+// decision itself. Events are best effort and their names do not depend on order.
+func (d *Deps) recordAll(ctx context.Context, evs []kube.Event) {
+	if d.Config.DryRun || len(evs) == 0 {
+		return
+	}
+	sem := make(chan struct{}, eventWriters)
+	var wg sync.WaitGroup
+	for _, e := range evs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			d.Cluster.Record(ctx, e)
+		}()
+	}
+	wg.Wait()
 }
 
 // nodeClaimFor builds the NodeClaim for a planned node.
@@ -133,52 +340,17 @@ func capacityTypes(pool *karpenter.NodePool, chosen string) []string {
 	return out
 }
 
-func (d *Deps) launchNode(ctx context.Context, pool *karpenter.NodePool, class *karpenter.EC2NodeClass, cat *catalog.Catalog, nn *packer.NewNode, reason string) (launched, error) {
-	req := cloud.LaunchRequest{
-		NodePool: pool.Name, NodeClass: class, InstanceTypes: nn.Options, Zones: []string{nn.Zone},
-		CapacityTypes: capacityTypes(pool, nn.CapacityType), Labels: nn.Labels,
-		Taints: append(append([]corev1.Taint(nil), pool.Spec.Template.Spec.Taints...), pool.Spec.Template.Spec.StartupTaints...),
-	}
-	if d.Config.DryRun {
-		req.NodeClaim = pool.Name + "-dryrun"
-		inst, err := d.Cloud.Launch(ctx, req)
-		if err != nil {
-			return launched{}, fmt.Errorf("dry-run launch for pods %v: %w", nn.Pods, err)
+// markLaunched retries recording a launch whose first attempt failed with first:
+// the instance already runs, so a transient API-server failure here must not cost it.
+func (d *Deps) markLaunched(ctx context.Context, name string, l kube.Launch, first error) error {
+	err := first
+	for attempt := 1; attempt < 3; attempt++ {
+		if serr := d.sleep(ctx, time.Duration(attempt)*200*time.Millisecond); serr != nil {
+			return errors.Join(err, serr)
 		}
-		return launched{Instance: inst}, nil
-	}
-	nc, err := d.Cluster.CreateNodeClaim(ctx, nodeClaimFor(pool, class, nn))
-	if err != nil {
-		return launched{}, fmt.Errorf("pods %v: %w", nn.Pods, err)
-	}
-	req.NodeClaim = nc.Name
-	inst, err := d.Cloud.Launch(ctx, req)
-	if err != nil {
-		// Remove the NodeClaim (terminating whatever the failed launch left) so the
-		// pods are planned afresh next time.
-		ferr := d.Cluster.MarkLaunchFailed(context.WithoutCancel(ctx), nc.Name, err, terminator{d.Cloud})
-		return launched{}, errors.Join(fmt.Errorf("launch NodeClaim %s for pods %v: %w", nc.Name, nn.Pods, err), ferr)
-	}
-	l := kube.Launch{ProviderID: inst.ProviderID, InstanceType: inst.InstanceType, Zone: inst.Zone,
-		CapacityType: inst.CapacityType, ImageID: inst.ImageID}
-	price := nn.PricePerHour
-	if it, ok := cat.Lookup(inst.InstanceType); ok {
-		over := catalog.OverheadFor(class)
-		l.Capacity = catalog.CapacityFor(it, over)
-		l.Allocatable = catalog.Allocatable(it, over)
-		l.Labels = catalog.InstanceLabels(it)
-		for _, o := range it.Offerings {
-			if o.Zone == inst.Zone && o.CapacityType == inst.CapacityType {
-				price = o.PricePerHour
-			}
+		if _, err = d.Cluster.MarkLaunched(ctx, name, l); err == nil {
+			return nil
 		}
 	}
-	if _, err := d.Cluster.MarkLaunched(context.WithoutCancel(ctx), nc.Name, l); err != nil {
-		// The instance runs and carries the NodeClaim's name in its tags; the next
-		// reconcile (or leak clean-up) settles it. Report, don't terminate.
-		return launched{NodeClaim: nc.Name, Instance: inst, Price: price}, fmt.Errorf("record launch of %s on NodeClaim %s: %w", inst.ID, nc.Name, err)
-	}
-	d.log().Info("launched", "nodeclaim", nc.Name, "reason", reason, "instance", inst.ID, "type", inst.InstanceType,
-		"zone", inst.Zone, "capacityType", inst.CapacityType, "pods", len(nn.Pods), "fleetCalls", inst.FleetCalls)
-	return launched{NodeClaim: nc.Name, Instance: inst, Price: price}, nil
+	return err
 }

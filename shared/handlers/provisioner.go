@@ -99,9 +99,11 @@ func (d *Deps) readReconciled(ctx context.Context) (*kube.ClusterState, error) {
 		return st, nil
 	}
 	rep, err := d.Cluster.Reconcile(ctx, st, terminator{d.Cloud})
-	if err != nil {
+	if rep == nil {
 		return nil, fmt.Errorf("reconcile NodeClaims: %w", err)
 	}
+	// One NodeClaim's (or the NodePool status's) failure must not stop the
+	// decision: the next invocation reconciles it again.
 	for _, e := range rep.Errors {
 		d.log().Warn("reconcile", "error", e.Error())
 	}
@@ -123,11 +125,13 @@ func (d *Deps) reportUnschedulable(ctx context.Context, st *kube.ClusterState, p
 	for _, p := range st.Snapshot.Pods {
 		pods[p.Namespace+"/"+p.Name] = p
 	}
+	var evs []kube.Event
 	for _, u := range plan.Unschedulable {
 		d.log().Warn("unschedulable", "pod", u.Pod, "reason", u.Reason)
 		if p := pods[u.Pod]; p != nil {
-			d.record(ctx, kube.Event{Regarding: kube.PodRef(p), Type: corev1.EventTypeWarning, Reason: "FailedScheduling",
+			evs = append(evs, kube.Event{Regarding: kube.PodRef(p), Type: corev1.EventTypeWarning, Reason: kube.ReasonFailedScheduling,
 				Action: "Plan", Note: "Joiner cannot launch a node for this pod: " + u.Reason})
 		}
 	}
+	d.recordAll(ctx, evs)
 }
