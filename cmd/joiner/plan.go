@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -89,15 +88,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	plan.Region = region2
 	t2 := time.Now()
 	if *output == "json" {
-		bw := bufio.NewWriterSize(stdout, 1<<20)
-		// Compact: indenting costs more than planning on large plans; pipe through
-		// jq for reading.
-		enc := json.NewEncoder(bw)
-		if err := enc.Encode(plan); err != nil {
-			fmt.Fprintf(stderr, "joiner plan: %v\n", err)
-			return 1
-		}
-		if err := bw.Flush(); err != nil {
+		// Compact (indenting costs more than planning on large plans; pipe through jq
+		// for reading), and streamed by the plan's own writer.
+		if err := plan.WriteJSON(bufio.NewWriterSize(stdout, 1<<20)); err != nil {
 			fmt.Fprintf(stderr, "joiner plan: %v\n", err)
 			return 1
 		}
@@ -119,6 +112,21 @@ var errUsage = errors.New("usage")
 // in the manifests are reported on stderr and the objects they concern left out:
 // one bad document does not stop the plan.
 func loadSnapshot(paths []string, catalogPath, region string, stderr io.Writer) (*packer.Snapshot, string, error) {
+	// The catalog is read while the manifests are: reading them keeps a core busy
+	// only part of the time.
+	type loaded struct {
+		cat *catalog.Catalog
+		err error
+	}
+	catc := make(chan loaded, 1)
+	go func() {
+		if catalogPath == "" {
+			catc <- loaded{cat: catalog.Embedded()}
+			return
+		}
+		c, err := catalog.Load(catalogPath)
+		catc <- loaded{c, err}
+	}()
 	b, err := manifest.Load(paths...)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", errUsage, err)
@@ -126,15 +134,11 @@ func loadSnapshot(paths []string, catalogPath, region string, stderr io.Writer) 
 	for _, p := range b.Problems {
 		fmt.Fprintln(stderr, p.String())
 	}
-	var cat *catalog.Catalog
-	if catalogPath != "" {
-		cat, err = catalog.Load(catalogPath)
-		if err != nil {
-			return nil, "", err
-		}
-	} else {
-		cat = catalog.Embedded()
+	lc := <-catc
+	if lc.err != nil {
+		return nil, "", lc.err
 	}
+	cat := lc.cat
 	if region == "" {
 		region = cat.Region
 	} else if region != cat.Region {

@@ -3,6 +3,7 @@ package manifest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -30,13 +31,25 @@ type rawDoc struct {
 func (b *Bundle) AddFile(name string, data []byte) {
 	b.Files = append(b.Files, FileSummary{File: name})
 	text := strings.TrimPrefix(string(data), "\ufeff")
-	docs := splitJSON(text)
-	if docs == nil {
-		docs = splitYAML(text)
+	var docs []rawDoc
+	var chunks []string
+	if docs = splitJSON(text); docs == nil {
+		docs, chunks = splitYAML(text)
 	}
-	for _, rd := range docs {
+	// Documents are independent until they meet the bundle: parse, check and decode
+	// each on every core, buffering what it would do to the bundle, then apply those
+	// effects document by document in file order, so that problems, duplicates and
+	// the order of objects are exactly as if they had been read one after another.
+	ctxs := make([]*docCtx, len(docs))
+	parallel(len(docs), func(i int) {
+		if chunks != nil {
+			parseYAMLDoc(&docs[i], chunks[i])
+		}
+		ctxs[i] = b.decodeDoc(name, docs[i])
+	})
+	for _, d := range ctxs {
 		b.Files[len(b.Files)-1].Documents++
-		b.decodeDoc(name, rd)
+		d.apply()
 	}
 }
 
@@ -76,9 +89,9 @@ func splitJSON(text string) []rawDoc {
 
 var yamlLineRe = regexp.MustCompile(`line (\d+)`)
 
-// splitYAML cuts text at "---" lines and parses each non-empty document. Documents
-// holding only blanks and comments are not counted.
-func splitYAML(text string) []rawDoc {
+// splitYAML cuts text at "---" lines into its non-empty documents, to be parsed by
+// parseYAMLDoc. Documents holding only blanks and comments are not counted.
+func splitYAML(text string) ([]rawDoc, []string) {
 	var docs []rawDoc
 	var chunks []string
 	lines := strings.SplitAfter(text, "\n")
@@ -109,27 +122,48 @@ func splitYAML(text string) []rawDoc {
 		}
 	}
 	flush(len(lines))
-	// Parsing dominates reading large manifests and documents are independent:
-	// parse them on every core, keeping their order.
-	parallel(len(docs), func(i int) { parseYAMLDoc(&docs[i], chunks[i]) })
-	return docs
+	return docs, chunks
 }
 
 // parseYAMLDoc fills a document's tree (or error) from its text.
 func parseYAMLDoc(rd *rawDoc, chunk string) {
 	sub, ph := prescan(chunk)
 	rd.ph = ph
-	j, err := yaml.YAMLToJSONStrict([]byte(sub))
-	if err != nil {
+	if tree, ok := fastYAML(sub); ok {
+		rd.tree = tree
+		return
+	}
+	tree, err := slowYAML(sub)
+	var jerr reparseError
+	switch {
+	case errors.As(err, &jerr):
+		rd.err = "invalid YAML: " + jerr.Error()
+		return
+	case err != nil:
 		rd.err = yamlError(err, rd.line)
 		return
 	}
+	rd.tree = tree
+}
+
+// slowYAML parses any YAML document the way Kubernetes tools do (yaml.v2, strict,
+// through JSON), into the tree fastYAML also produces.
+func slowYAML(text string) (any, error) {
+	j, err := yaml.YAMLToJSONStrict([]byte(text))
+	if err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.UseNumber()
-	if err := dec.Decode(&rd.tree); err != nil {
-		rd.err = "invalid YAML: " + err.Error()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, reparseError{err}
 	}
+	return tree, nil
 }
+
+// reparseError is the JSON that YAML was converted to failing to parse back.
+type reparseError struct{ error }
 
 // parallel runs fn(0..n-1) on up to GOMAXPROCS goroutines.
 func parallel(n int, fn func(i int)) {
@@ -188,9 +222,11 @@ func yamlError(err error, firstLine int) string {
 }
 
 // decodeDoc reads one document, recovering from any panic so that one document can
-// never take the others down (the fuzz test makes sure this never fires).
-func (b *Bundle) decodeDoc(file string, rd rawDoc) {
-	d := &docCtx{b: b, src: Source{File: file, Doc: rd.index}, ph: rd.ph}
+// never take the others down (the fuzz test makes sure this never fires). It may run
+// concurrently with other documents: what it does to the bundle is buffered in the
+// returned context until apply.
+func (b *Bundle) decodeDoc(file string, rd rawDoc) (d *docCtx) {
+	d = &docCtx{b: b, src: Source{File: file, Doc: rd.index}, ph: rd.ph, buffer: true}
 	defer func() {
 		if r := recover(); r != nil {
 			d.root().errorf("", "internal error while reading this document (please report it): %v", r)
@@ -208,6 +244,7 @@ func (b *Bundle) decodeDoc(file string, rd rawDoc) {
 		d.root().errorf("", "Helm template line %s must be rendered first: run helm template and validate its output", l)
 	}
 	d.tree(rd.tree, "")
+	return d
 }
 
 // docCtx is one document being read.
@@ -215,6 +252,34 @@ type docCtx struct {
 	b   *Bundle
 	src Source
 	ph  *placeholders
+	// buffer is set while the document is read off the bundle's goroutine: effects
+	// on the bundle wait in effects for apply.
+	buffer  bool
+	effects []func()
+}
+
+// later runs f, which touches the bundle, now or, while buffering, in apply.
+func (d *docCtx) later(f func()) {
+	if d.buffer {
+		d.effects = append(d.effects, f)
+		return
+	}
+	f()
+}
+
+// apply performs the buffered effects in order; effects that report problems report
+// them directly from now on.
+func (d *docCtx) apply() {
+	d.buffer = false
+	defer func() {
+		if r := recover(); r != nil {
+			d.root().errorf("", "internal error while reading this document (please report it): %v", r)
+		}
+	}()
+	for _, f := range d.effects {
+		f()
+	}
+	d.effects = nil
 }
 
 func (d *docCtx) root() *objCtx { return &objCtx{d: d} }
@@ -240,7 +305,9 @@ func (o *objCtx) add(path, msg string, warning bool) {
 			full += "." + path
 		}
 	}
-	o.d.b.addProblem(Problem{File: o.d.src.File, Doc: o.d.src.Doc, Path: full, Message: msg, Warning: warning})
+	p := Problem{File: o.d.src.File, Doc: o.d.src.Doc, Path: full, Message: msg, Warning: warning}
+	b := o.d.b
+	o.d.later(func() { b.addProblem(p) })
 	if !warning {
 		o.errors++
 	}
@@ -296,6 +363,13 @@ func (d *docCtx) tree(v any, prefix string) {
 // not fit, then decodes what is left.
 func decodeTyped[T any](o *objCtx, obj map[string]any, hints map[string]hint, lenientStatus bool) *T {
 	out := new(T)
+	rt := reflect.TypeOf(out).Elem()
+	if q := (&walker{quick: true}); q.walk(obj, rt, "") && !q.failed {
+		if assign(obj, reflect.ValueOf(out).Elem()) == nil {
+			return out
+		}
+		out = new(T)
+	}
 	// What the walker reports it drops, so checks that follow would only repeat it.
 	w := &walker{report: func(p, m string) { o.errorf(p, "%s", m); o.suppress(p) }}
 	w.unknown = func(parent, field string, value any, m map[string]any, names []string) string {
@@ -313,7 +387,12 @@ func decodeTyped[T any](o *objCtx, obj map[string]any, hints map[string]hint, le
 			return p == "status" || strings.HasPrefix(p, "status.") || strings.HasPrefix(p, "status[")
 		}
 	}
-	w.walk(obj, reflect.TypeOf(out).Elem(), "")
+	w.walk(obj, rt, "")
+	if assign(obj, reflect.ValueOf(out).Elem()) == nil {
+		return out
+	}
+	// encoding/json has the last word, and the exact message.
+	out = new(T)
 	data, err := json.Marshal(obj)
 	if err == nil {
 		err = json.Unmarshal(data, out)

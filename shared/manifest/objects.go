@@ -88,8 +88,11 @@ func (d *docCtx) object(obj map[string]any, prefix string) {
 		meta, _ := obj["metadata"].(map[string]any)
 		name, _ := meta["name"].(string)
 		ns, _ := meta["namespace"].(string)
-		d.b.Skipped = append(d.b.Skipped, Skipped{Source: d.src, APIVersion: apiVersion, Kind: kind, Namespace: ns, Name: name, Note: note})
-		d.b.Files[len(d.b.Files)-1].Skipped++
+		sk := Skipped{Source: d.src, APIVersion: apiVersion, Kind: kind, Namespace: ns, Name: name, Note: note}
+		d.later(func() {
+			d.b.Skipped = append(d.b.Skipped, sk)
+			d.b.Files[len(d.b.Files)-1].Skipped++
+		})
 	}
 
 	switch {
@@ -238,6 +241,7 @@ func (o *objCtx) meta(kind string, m *metav1.ObjectMeta, namespaced bool) {
 // keep records an object defined once, reporting a duplicate otherwise. It returns
 // whether the object should be kept (no errors, not a duplicate). Invalid objects are
 // recorded too, so a NodePool naming an invalid EC2NodeClass is not told it is missing.
+// It reads the bundle: call it from an effect (docCtx.later).
 func (o *objCtx) keep(kind, namespace, name string) bool {
 	id := objKey{kind, namespace, name}
 	if name != "" {
@@ -278,18 +282,20 @@ func (d *docCtx) nodePool(o *objCtx, obj map[string]any) {
 	o.meta(karpenter.NodePoolKind, &np.ObjectMeta, false)
 	o.addAll(np.Validate())
 	np.SetDefaults()
-	if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil && ref.Name != "" {
-		p := "spec.template.spec.nodeClassRef.name"
-		if o.prefix != "" {
-			p = o.prefix + "." + p
+	d.later(func() {
+		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil && ref.Name != "" {
+			p := "spec.template.spec.nodeClassRef.name"
+			if o.prefix != "" {
+				p = o.prefix + "." + p
+			}
+			d.b.classRefs = append(d.b.classRefs, classRef{src: d.src, path: p, name: ref.Name})
 		}
-		d.b.classRefs = append(d.b.classRefs, classRef{src: d.src, path: p, name: ref.Name})
-	}
-	if o.keep(karpenter.NodePoolKind, "", np.Name) {
-		d.b.NodePools = append(d.b.NodePools, np)
-		d.b.sources[np] = d.src
-		d.count(karpenter.NodePoolKind, 0)
-	}
+		if o.keep(karpenter.NodePoolKind, "", np.Name) {
+			d.b.NodePools = append(d.b.NodePools, np)
+			d.b.sources[np] = d.src
+			d.count(karpenter.NodePoolKind, 0)
+		}
+	})
 }
 
 // limitsResourcesHint catches the v1alpha5 "limits: {resources: {...}}" shape, which
@@ -315,11 +321,13 @@ func (d *docCtx) nodeClass(o *objCtx, obj map[string]any) {
 	o.meta(karpenter.NodeClassKind, &nc.ObjectMeta, false)
 	o.addAll(nc.Validate())
 	nc.SetDefaults()
-	if o.keep(karpenter.NodeClassKind, "", nc.Name) {
-		d.b.NodeClasses = append(d.b.NodeClasses, nc)
-		d.b.sources[nc] = d.src
-		d.count(karpenter.NodeClassKind, 0)
-	}
+	d.later(func() {
+		if o.keep(karpenter.NodeClassKind, "", nc.Name) {
+			d.b.NodeClasses = append(d.b.NodeClasses, nc)
+			d.b.sources[nc] = d.src
+			d.count(karpenter.NodeClassKind, 0)
+		}
+	})
 }
 
 func (d *docCtx) nodeClaim(o *objCtx, obj map[string]any) {
@@ -327,33 +335,39 @@ func (d *docCtx) nodeClaim(o *objCtx, obj map[string]any) {
 	o.meta(karpenter.NodeClaimKind, &nc.ObjectMeta, false)
 	o.addAll(nc.Validate())
 	nc.SetDefaults()
-	if o.keep(karpenter.NodeClaimKind, "", nc.Name) {
-		d.b.NodeClaims = append(d.b.NodeClaims, nc)
-		d.b.sources[nc] = d.src
-		d.count(karpenter.NodeClaimKind, 0)
-	}
+	d.later(func() {
+		if o.keep(karpenter.NodeClaimKind, "", nc.Name) {
+			d.b.NodeClaims = append(d.b.NodeClaims, nc)
+			d.b.sources[nc] = d.src
+			d.count(karpenter.NodeClaimKind, 0)
+		}
+	})
 }
 
 func (d *docCtx) node(o *objCtx, obj map[string]any) {
 	n := decodeTyped[corev1.Node](o, obj, nil, false)
 	o.meta("Node", &n.ObjectMeta, false)
 	validateTaintsCore(o, "spec.taints", n.Spec.Taints)
-	if o.keep("Node", "", n.Name) {
-		d.b.Nodes = append(d.b.Nodes, n)
-		d.b.sources[n] = d.src
-		d.count("Node", 0)
-	}
+	d.later(func() {
+		if o.keep("Node", "", n.Name) {
+			d.b.Nodes = append(d.b.Nodes, n)
+			d.b.sources[n] = d.src
+			d.count("Node", 0)
+		}
+	})
 }
 
 func (d *docCtx) pod(o *objCtx, obj map[string]any) {
 	p := decodeTyped[corev1.Pod](o, obj, nil, false)
 	o.meta("Pod", &p.ObjectMeta, true)
 	validatePodSpec(o, "spec", &p.Spec)
-	if o.keep("Pod", p.Namespace, p.Name) {
-		d.b.Pods = append(d.b.Pods, p)
-		d.b.sources[p] = d.src
-		d.count("Pod", 0)
-	}
+	d.later(func() {
+		if o.keep("Pod", p.Namespace, p.Name) {
+			d.b.Pods = append(d.b.Pods, p)
+			d.b.sources[p] = d.src
+			d.count("Pod", 0)
+		}
+	})
 }
 
 func (d *docCtx) daemonSet(o *objCtx, obj map[string]any) {
@@ -361,11 +375,13 @@ func (d *docCtx) daemonSet(o *objCtx, obj map[string]any) {
 	o.meta("DaemonSet", &ds.ObjectMeta, true)
 	checkSelector(o, ds.Spec.Selector, ds.Spec.Template.Labels, true)
 	validatePodSpec(o, "spec.template.spec", &ds.Spec.Template.Spec)
-	if o.keep("DaemonSet", ds.Namespace, ds.Name) {
-		d.b.DaemonSets = append(d.b.DaemonSets, ds)
-		d.b.sources[ds] = d.src
-		d.count("DaemonSet", 0)
-	}
+	d.later(func() {
+		if o.keep("DaemonSet", ds.Namespace, ds.Name) {
+			d.b.DaemonSets = append(d.b.DaemonSets, ds)
+			d.b.sources[ds] = d.src
+			d.count("DaemonSet", 0)
+		}
+	})
 }
 
 func (d *docCtx) pdb(o *objCtx, obj map[string]any) {
@@ -379,11 +395,13 @@ func (d *docCtx) pdb(o *objCtx, obj map[string]any) {
 			o.errorf("spec.selector", "invalid selector: %v", err)
 		}
 	}
-	if o.keep("PodDisruptionBudget", pdb.Namespace, pdb.Name) {
-		d.b.PDBs = append(d.b.PDBs, pdb)
-		d.b.sources[pdb] = d.src
-		d.count("PodDisruptionBudget", 0)
-	}
+	d.later(func() {
+		if o.keep("PodDisruptionBudget", pdb.Namespace, pdb.Name) {
+			d.b.PDBs = append(d.b.PDBs, pdb)
+			d.b.sources[pdb] = d.src
+			d.count("PodDisruptionBudget", 0)
+		}
+	})
 }
 
 // checkSelector requires a selector that matches the pod template's labels, as apps/v1

@@ -29,13 +29,16 @@ const sentinelPrefix = "__JOINERPH"
 // placeholders maps the sentinels of one document to the text they replaced.
 type placeholders struct {
 	texts []string
+	// env is set when the document may hold ${VAR}.
+	env bool
 	// dropped are Helm control lines removed from the text.
 	dropped []string
 }
 
 // prescan replaces every placeholder in text by a sentinel and drops Helm control lines.
 func prescan(text string) (string, *placeholders) {
-	ph := &placeholders{}
+	// (An escape sequence may spell "$" too.)
+	ph := &placeholders{env: strings.Contains(text, "${") || strings.Contains(text, "\\")}
 	if !strings.Contains(text, "<") && !strings.Contains(text, "{{") && !strings.Contains(text, "&lt;") {
 		return text, ph
 	}
@@ -91,6 +94,9 @@ type found struct {
 // its field path; a path holding the same placeholder twice is listed once. Map keys
 // holding sentinels have them restored, so paths read as the author wrote them.
 func (ph *placeholders) find(v any) []found {
+	if len(ph.texts) == 0 && !ph.env {
+		return nil // nothing to find: no sentinel and no ${ in the text
+	}
 	var out []found
 	seen := map[found]bool{}
 	add := func(path, text string) {

@@ -94,7 +94,66 @@ type walker struct {
 	lenient func(path string) bool
 	// pruned is set when anything was removed from the document.
 	pruned bool
+	// quick makes a walk that only answers whether the document is clean: it stops
+	// at the first problem (setting failed), reports nothing, removes nothing, and
+	// builds no paths. Nearly every document is clean, and then the full walk, with
+	// its sorted keys and paths, is not needed.
+	quick, failed bool
 }
+
+// fail records a problem: reported, or in a quick walk, noted.
+func (w *walker) fail(path, msg string) {
+	if w.quick {
+		w.failed = true
+		return
+	}
+	w.report(path, msg)
+}
+
+func (w *walker) child(path, name string) string {
+	if w.quick {
+		return ""
+	}
+	return childPath(path, name)
+}
+
+func (w *walker) item(path string, i int) string {
+	if w.quick {
+		return ""
+	}
+	return itemPath(path, i)
+}
+
+func (w *walker) mapKey(path, k string) string {
+	if w.quick {
+		return ""
+	}
+	return karpenter.MapKeyPath(path, k)
+}
+
+// keys returns m's keys, sorted for a full walk (problems come in a stable order).
+func (w *walker) keys(m map[string]any) []string {
+	if !w.quick {
+		return sortedKeys(m)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// implementsUnmarshaler caches whether *t implements json.Unmarshaler.
+func implementsUnmarshaler(t reflect.Type) bool {
+	if v, ok := unmarshalerTypes.Load(t); ok {
+		return v.(bool)
+	}
+	ok := reflect.PointerTo(t).Implements(unmarshalerType)
+	unmarshalerTypes.Store(t, ok)
+	return ok
+}
+
+var unmarshalerTypes sync.Map // reflect.Type → bool
 
 func childPath(path, name string) string {
 	if path == "" {
@@ -107,7 +166,7 @@ func itemPath(path string, i int) string { return path + "[" + strconv.Itoa(i) +
 
 // walk checks v against t and reports whether v may stay in the document.
 func (w *walker) walk(v any, t reflect.Type, path string) bool {
-	if v == nil {
+	if v == nil || w.failed {
 		return true
 	}
 	for t.Kind() == reflect.Pointer {
@@ -125,38 +184,38 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 				return true
 			}
 		}
-		w.report(path, fmt.Sprintf("must be a whole number or a string such as \"25%%\", got %s", describe(v)))
+		w.fail(path, fmt.Sprintf("must be a whole number or a string such as \"25%%\", got %s", describe(v)))
 		return false
 	case metaDuration:
 		s, ok := v.(string)
 		if !ok {
-			w.report(path, fmt.Sprintf("must be a duration string such as \"1h\" or \"30m\", got %s", describe(v)))
+			w.fail(path, fmt.Sprintf("must be a duration string such as \"1h\" or \"30m\", got %s", describe(v)))
 			return false
 		}
 		if _, err := time.ParseDuration(s); err != nil {
-			w.report(path, fmt.Sprintf("invalid duration %q: write a value such as 30s, 5m or 1h30m", s))
+			w.fail(path, fmt.Sprintf("invalid duration %q: write a value such as 30s, 5m or 1h30m", s))
 			return false
 		}
 		return true
 	case timeType, microTimeType:
 		s, ok := v.(string)
 		if !ok {
-			w.report(path, fmt.Sprintf("must be an RFC 3339 time such as \"2024-01-02T15:04:05Z\", got %s", describe(v)))
+			w.fail(path, fmt.Sprintf("must be an RFC 3339 time such as \"2024-01-02T15:04:05Z\", got %s", describe(v)))
 			return false
 		}
 		if _, err := time.Parse(time.RFC3339, s); err != nil {
-			w.report(path, fmt.Sprintf("invalid time %q: write an RFC 3339 time such as \"2024-01-02T15:04:05Z\"", s))
+			w.fail(path, fmt.Sprintf("invalid time %q: write an RFC 3339 time such as \"2024-01-02T15:04:05Z\"", s))
 			return false
 		}
 		return true
 	}
-	if t.Kind() != reflect.Map && t.Kind() != reflect.Slice && reflect.PointerTo(t).Implements(unmarshalerType) {
+	if t.Kind() != reflect.Map && t.Kind() != reflect.Slice && implementsUnmarshaler(t) {
 		b, err := json.Marshal(v)
 		if err == nil {
 			err = reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(b)
 		}
 		if err != nil {
-			w.report(path, err.Error())
+			w.fail(path, err.Error())
 			return false
 		}
 		return true
@@ -165,14 +224,18 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 	case reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			w.report(path, fmt.Sprintf("must be a mapping (key: value), got %s", describe(v)))
+			w.fail(path, fmt.Sprintf("must be a mapping (key: value), got %s", describe(v)))
 			return false
 		}
 		si := infoFor(t)
-		for _, k := range sortedKeys(m) {
-			p := childPath(path, k)
+		for _, k := range w.keys(m) {
+			p := w.child(path, k)
 			ft, known := si.fields[k]
 			if !known {
+				if w.quick {
+					w.failed = true
+					return true
+				}
 				if w.lenient != nil && w.lenient(p) {
 					delete(m, k)
 					w.pruned = true
@@ -191,6 +254,9 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 				continue
 			}
 			if !w.walk(m[k], ft, p) {
+				if w.quick {
+					return false
+				}
 				delete(m, k)
 				w.pruned = true
 			}
@@ -199,11 +265,14 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 	case reflect.Map:
 		m, ok := v.(map[string]any)
 		if !ok {
-			w.report(path, fmt.Sprintf("must be a mapping (key: value), got %s", describe(v)))
+			w.fail(path, fmt.Sprintf("must be a mapping (key: value), got %s", describe(v)))
 			return false
 		}
-		for _, k := range sortedKeys(m) {
-			if !w.walk(m[k], t.Elem(), karpenter.MapKeyPath(path, k)) {
+		for _, k := range w.keys(m) {
+			if !w.walk(m[k], t.Elem(), w.mapKey(path, k)) {
+				if w.quick {
+					return false
+				}
 				delete(m, k)
 				w.pruned = true
 			}
@@ -212,18 +281,21 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 	case reflect.Slice, reflect.Array:
 		if t.Elem().Kind() == reflect.Uint8 {
 			if _, ok := v.(string); !ok {
-				w.report(path, fmt.Sprintf("must be a base64 string, got %s", describe(v)))
+				w.fail(path, fmt.Sprintf("must be a base64 string, got %s", describe(v)))
 				return false
 			}
 			return true
 		}
 		list, ok := v.([]any)
 		if !ok {
-			w.report(path, fmt.Sprintf("must be a list (each entry on its own line starting with \"- \", or [a, b]), got %s", describe(v)))
+			w.fail(path, fmt.Sprintf("must be a list (each entry on its own line starting with \"- \", or [a, b]), got %s", describe(v)))
 			return false
 		}
 		for i, item := range list {
-			if !w.walk(item, t.Elem(), itemPath(path, i)) {
+			if !w.walk(item, t.Elem(), w.item(path, i)) {
+				if w.quick {
+					return false
+				}
 				list[i] = nil
 				w.pruned = true
 			}
@@ -234,11 +306,11 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 		case string:
 			return true
 		case json.Number:
-			w.report(path, fmt.Sprintf("must be a string; quote it: \"%s\"", x.String()))
+			w.fail(path, fmt.Sprintf("must be a string; quote it: \"%s\"", x.String()))
 		case bool:
-			w.report(path, fmt.Sprintf("must be a string; quote it: \"%t\"", x))
+			w.fail(path, fmt.Sprintf("must be a string; quote it: \"%t\"", x))
 		default:
-			w.report(path, fmt.Sprintf("must be a string, got %s", describe(v)))
+			w.fail(path, fmt.Sprintf("must be a string, got %s", describe(v)))
 		}
 		return false
 	case reflect.Bool:
@@ -246,9 +318,9 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 			return true
 		}
 		if s, ok := v.(string); ok && (s == "true" || s == "false") {
-			w.report(path, fmt.Sprintf("must be true or false without quotes: write %s", s))
+			w.fail(path, fmt.Sprintf("must be true or false without quotes: write %s", s))
 		} else {
-			w.report(path, fmt.Sprintf("must be true or false, got %s", describe(v)))
+			w.fail(path, fmt.Sprintf("must be true or false, got %s", describe(v)))
 		}
 		return false
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
@@ -259,12 +331,12 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 		if _, ok := v.(json.Number); ok {
 			return true
 		}
-		w.report(path, fmt.Sprintf("must be a number, got %s", describe(v)))
+		w.fail(path, fmt.Sprintf("must be a number, got %s", describe(v)))
 		return false
 	case reflect.Interface:
 		return true
 	}
-	w.report(path, fmt.Sprintf("cannot read %s here", describe(v)))
+	w.fail(path, fmt.Sprintf("cannot read %s here", describe(v)))
 	return false
 }
 
@@ -274,15 +346,15 @@ func (w *walker) integer(v any, path string, parse func(string) error) bool {
 		if parse(x.String()) == nil {
 			return true
 		}
-		w.report(path, fmt.Sprintf("must be a whole number in range, got %s", x.String()))
+		w.fail(path, fmt.Sprintf("must be a whole number in range, got %s", x.String()))
 	case string:
 		if parse(strings.TrimSpace(x)) == nil {
-			w.report(path, fmt.Sprintf("must be a number, not a string: write %s without quotes", strings.TrimSpace(x)))
+			w.fail(path, fmt.Sprintf("must be a number, not a string: write %s without quotes", strings.TrimSpace(x)))
 		} else {
-			w.report(path, fmt.Sprintf("must be a whole number, got %q", x))
+			w.fail(path, fmt.Sprintf("must be a whole number, got %q", x))
 		}
 	default:
-		w.report(path, fmt.Sprintf("must be a whole number, got %s", describe(v)))
+		w.fail(path, fmt.Sprintf("must be a whole number, got %s", describe(v)))
 	}
 	return false
 }
@@ -295,11 +367,11 @@ func (w *walker) quantity(v any, path string) bool {
 	case json.Number:
 		s = x.String()
 	default:
-		w.report(path, fmt.Sprintf("must be a quantity such as 500m, 2, 512Mi or 1Gi, got %s", describe(v)))
+		w.fail(path, fmt.Sprintf("must be a quantity such as 500m, 2, 512Mi or 1Gi, got %s", describe(v)))
 		return false
 	}
 	if _, err := resource.ParseQuantity(strings.TrimSpace(s)); err != nil {
-		w.report(path, fmt.Sprintf("invalid quantity %q: write a number with an optional unit, such as 500m, 2, 512Mi or 1Gi", s))
+		w.fail(path, fmt.Sprintf("invalid quantity %q: write a number with an optional unit, such as 500m, 2, 512Mi or 1Gi", s))
 		return false
 	}
 	return true

@@ -51,27 +51,34 @@ func (d *docCtx) workload(o *objCtx, obj map[string]any, kind string) {
 	}
 	checkSelector(o, sel, tmpl.Labels, selRequired)
 	validatePodSpec(o, "spec.template.spec", &tmpl.Spec)
-	if n > 0 && d.b.expanded+n > MaxExpandedPods {
-		o.errorf(countField, "%d pods would take this input past %d pods, more than Joiner plans in one run; lower it", n, MaxExpandedPods)
+	// Expanding is most of the work on large inputs: do it here, off the bundle,
+	// when the object is fine so far and small enough to be kept at all.
+	var pods []*corev1.Pod
+	if o.errors == 0 && n <= MaxExpandedPods {
+		pods = expandPods(kind, apiVersion, meta, tmpl, n)
 	}
-	if !o.keep(kind, meta.Namespace, meta.Name) {
-		return
-	}
-	pods := expandPods(kind, apiVersion, meta, tmpl, n)
-	d.b.expanded += len(pods)
-	d.b.workloadSources[objKey{kind, meta.Namespace, meta.Name}] = d.src
-	kept := 0
-	for _, p := range pods {
-		id := objKey{"Pod", p.Namespace, p.Name}
-		if first, dup := d.b.seen[id]; dup {
-			o.errorf("metadata.name", "pod %s/%s made from this %s is already defined at %s; rename one", p.Namespace, p.Name, kind, first)
-			continue
+	d.later(func() {
+		if n > 0 && d.b.expanded+n > MaxExpandedPods {
+			o.errorf(countField, "%d pods would take this input past %d pods, more than Joiner plans in one run; lower it", n, MaxExpandedPods)
 		}
-		d.b.seen[id] = d.src
-		d.b.Pods = append(d.b.Pods, p)
-		kept++
-	}
-	d.count(kind, kept)
+		if !o.keep(kind, meta.Namespace, meta.Name) {
+			return
+		}
+		d.b.expanded += len(pods)
+		d.b.workloadSources[objKey{kind, meta.Namespace, meta.Name}] = d.src
+		kept := 0
+		for _, p := range pods {
+			id := objKey{"Pod", p.Namespace, p.Name}
+			if first, dup := d.b.seen[id]; dup {
+				o.errorf("metadata.name", "pod %s/%s made from this %s is already defined at %s; rename one", p.Namespace, p.Name, kind, first)
+				continue
+			}
+			d.b.seen[id] = d.src
+			d.b.Pods = append(d.b.Pods, p)
+			kept++
+		}
+		d.count(kind, kept)
+	})
 }
 
 // expandPods makes n pods from a template. Each pod has its own ObjectMeta and PodSpec

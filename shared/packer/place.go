@@ -118,6 +118,9 @@ func (s *solver) tryPlace(p *podInfo, a attempt) bool {
 			best = n
 		}
 	}
+	if best == nil {
+		best = s.fitExisting(p, cls, a, zok, zoneBound)
+	}
 	if best != nil {
 		s.assign(p, best, best.minIdx, cls)
 		return true
@@ -211,6 +214,26 @@ func (s *solver) existingCompatible(n *node, cls *podClass) bool {
 		n.classCache[cls.id] = -1
 	}
 	return ok
+}
+
+// fitExisting looks at every existing and in-flight node for room, past the window:
+// the index is ordered by free memory, so CPU-bound pods can fill more nodes than
+// the window holds while their memory stays free, and a pod that gave up on them
+// would buy capacity that is already paid for (a burst of 5,000 small pods over
+// 64 full nodes and 80 empty ones did). Only pods the window failed pay for it.
+func (s *solver) fitExisting(p *podInfo, cls *podClass, a attempt, zok uint64, zoneBound bool) *node {
+	var best *node
+	for _, key := range s.treeKeys {
+		z := key[1]
+		if key[0] >= 0 || (z < 0 && zoneBound) || (z >= 0 && zok&(1<<uint(z)) == 0) {
+			continue
+		}
+		unlimited := math.MaxInt
+		if n := s.walkFit(s.trees[key], p, cls, a, &unlimited); n != nil && (best == nil || slackLess(n.ref, best.ref)) {
+			best = n
+		}
+	}
+	return best
 }
 
 // walkFit returns the node with the least free memory that takes p, looking at
@@ -324,7 +347,7 @@ func (s *solver) bestNew(p *podInfo, cls *podClass, a attempt, zok uint64) (*poo
 			}
 		}
 		if bestZ >= 0 {
-			return pool, bestZ, bestIdx, bestPrice
+			return pool, bestZ, s.openIdx(pool, bestZ, bestIdx, cp.bits[bestZ], p), bestPrice
 		}
 	}
 	return nil, 0, 0, 0
@@ -595,6 +618,88 @@ func (s *solver) zoneOK(p *podInfo, a attempt, z int, domains uint64, hard *podC
 			if g.zoneCounts[z]+1-g.minZone(domains) > g.maxSkew {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// openSpan bounds how much dearer than the cheapest type holding its first pod a
+// new node may open (the rest is left to downsize).
+const openSpan = 64.0
+
+// openIdx chooses the type a new node opens on: of the candidates that hold p, the
+// one whose price buys the most of what the pending pods need (cpu, memory, pods
+// and accelerators in the proportions they request them), starting from the
+// cheapest. Opening on the cheapest type that holds p alone left nodes sized for
+// their first pod, which later pods could not fill; downsize shrinks every node to
+// the cheapest type that holds what it finally got.
+func (s *solver) openIdx(pool *poolInfo, z, cheapest int, bits []uint64, p *podInfo) int {
+	if p.tier < 2 {
+		// A pod bound by hostname-level topology keeps its node to a few like it:
+		// room opened beside it mostly stays empty.
+		return cheapest
+	}
+	cs := pool.cands[z]
+	best, bestPPU := cheapest, s.pricePerUnit(&cs[cheapest], p)
+	for i := cheapest + 1; i < len(cs); i++ {
+		if !bitSet(bits, i) || !p.req.fits(cs[i].avail) {
+			continue
+		}
+		if cs[i].price > openSpan*cs[cheapest].price {
+			break
+		}
+		ppu := s.pricePerUnit(&cs[i], p)
+		if ppu < bestPPU*(1-1e-6) && s.limitOK(pool, cs[i].cap, true) && s.roomy(pool, cs[i].cap) {
+			best, bestPPU = i, ppu
+		}
+	}
+	return best
+}
+
+// pricePerUnit is a candidate's price over how many "units" of the pending demand
+// it holds, a unit being the demand vector scaled to one pod.
+func (s *solver) pricePerUnit(c *cand, p *podInfo) float64 {
+	units := math.Inf(1)
+	for d := range s.demand {
+		if s.demand[d] <= 0 || (d > dimPods && p.req[d] == 0) {
+			continue
+		}
+		units = math.Min(units, float64(c.avail[d])/s.demand[d])
+	}
+	if units <= 0 || math.IsInf(units, 1) {
+		return math.Inf(1)
+	}
+	return c.price / units
+}
+
+// downsize moves every planned node to the cheapest candidate that is compatible
+// with all its pods and holds them.
+func (s *solver) downsize() {
+	for _, n := range s.nodes {
+		if n.existing || len(n.pods) == 0 {
+			continue
+		}
+		cs := n.pool.cands[n.z]
+		for i := 0; i < n.minIdx; i++ {
+			// A cheaper candidate may be a larger type (spot against on-demand):
+			// the pool's limits still have the last word.
+			if bitSet(n.compat, i) && n.used.fits(cs[i].avail) && cs[i].price < cs[n.minIdx].price &&
+				s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false) {
+				n.pool.used = n.pool.used.add(cs[i].cap.sub(cs[n.minIdx].cap))
+				n.minIdx = i
+				break
+			}
+		}
+	}
+}
+
+// roomy reports whether a limited pool keeps ample room (four times this
+// capacity in every limited resource) after opening a node of capacity c: room
+// opened ahead of need would otherwise spend budget other pods may need.
+func (s *solver) roomy(p *poolInfo, c vec) bool {
+	for i := range c {
+		if p.limited[i] && p.used[i]+5*c[i] > p.limit[i] {
+			return false
 		}
 	}
 	return true

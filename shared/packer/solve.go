@@ -139,6 +139,8 @@ type solver struct {
 	// every pod first tries to avoid it.
 	preferNoSchedule bool
 	zoneNew          []int
+	// demand is the pending pods' mean request per dimension (see pricePerUnit).
+	demand [maxDims]float64
 }
 
 // Solve plans the snapshot. It never fails as a whole: a pod that cannot be
@@ -172,7 +174,13 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 	for _, p := range s.pods {
 		if p.err == "" {
 			order = append(order, p)
+			for d := range p.req {
+				s.demand[d] += float64(p.req[d])
+			}
 		}
+	}
+	for d := range s.demand {
+		s.demand[d] /= float64(max(1, len(order)))
 	}
 	sort.SliceStable(order, func(i, j int) bool {
 		a, b := order[i], order[j]
@@ -207,6 +215,7 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 	for _, p := range failed {
 		p.err = s.diagnose(p)
 	}
+	s.downsize()
 	s.finish(plan)
 	return plan
 }
