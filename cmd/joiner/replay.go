@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/joiner-autoscaler/joiner/shared/replay"
+)
+
+func init() {
+	register(command{name: "replay", summary: "replay scenarios on simulated AWS and an in-memory cluster, with costs", run: runReplay})
+}
+
+// replayRun is one scenario's result, with the what-if run when asked for.
+type replayRun struct {
+	Result *replay.Result `json:"result"`
+	WhatIf *replay.Result `json:"whatIf,omitempty"`
+}
+
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "testdata/scenarios", "folder holding the scenario folders")
+	output := fs.String("o", "table", "output format: table (steps as they happen, then a summary per scenario) or json")
+	chart := fs.String("chart", "", "write an SVG chart of node count and $/hour over time to this file")
+	nodePools := fs.String("nodepools", "", "what-if: replay again with the NodePools and EC2NodeClasses of this folder and compare costs")
+	logFile := fs.String("log", "", "write the functions' JSON logs to this file")
+	quiet := fs.Bool("q", false, "no step lines, only the summaries")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: joiner replay [SCENARIO...] [--dir DIR] [-o table|json] [--chart FILE.svg] [--nodepools DIR] [--log FILE] [-q]")
+		fmt.Fprintln(stderr, "Replays every scenario of --dir by default; exits 1 when an expectation is not met. --kubeconfig (a real API server) is not built yet.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(reorderFlags(args)); err != nil {
+		return 2
+	}
+	if *output != "table" && *output != "json" {
+		fmt.Fprintf(stderr, "joiner replay: unknown output format %q (want table or json)\n", *output)
+		return 2
+	}
+	scenarios, err := replay.LoadAll(*dir, fs.Args()...)
+	if err != nil {
+		fmt.Fprintf(stderr, "joiner replay: %v\n", err)
+		return 2
+	}
+	opts, closeLog, err := replayOptions(*logFile, *nodePools)
+	if err != nil {
+		fmt.Fprintf(stderr, "joiner replay: %v\n", err)
+		return 2
+	}
+	defer closeLog()
+	table := *output == "table"
+	if table && !*quiet {
+		opts.Steps, opts.Progress = stdout, stdout
+	}
+	var runs []replayRun
+	failed := false
+	for _, sc := range scenarios {
+		run, err := replayOne(ctx, sc, opts, *nodePools, table, stdout)
+		if err != nil {
+			fmt.Fprintf(stderr, "joiner replay: %v\n", err)
+			return 1
+		}
+		failed = failed || !run.Result.OK()
+		runs = append(runs, run)
+	}
+	if *chart != "" {
+		if err := writeChart(*chart, runs); err != nil {
+			fmt.Fprintf(stderr, "joiner replay: %v\n", err)
+			return 1
+		}
+	}
+	if !table {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(runs); err != nil {
+			fmt.Fprintf(stderr, "joiner replay: %v\n", err)
+			return 1
+		}
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+func replayOne(ctx context.Context, sc *replay.Scenario, opts replay.Options, nodePools string, table bool, stdout io.Writer) (replayRun, error) {
+	if table {
+		fmt.Fprintf(stdout, "== %s: %s\n", sc.Name, sc.Description)
+	}
+	base := opts
+	base.NodePools = nil
+	res, err := replay.Run(ctx, sc, base)
+	if err != nil {
+		return replayRun{}, err
+	}
+	run := replayRun{Result: res}
+	if table {
+		fmt.Fprintf(stdout, "-- %s: %s simulated in %s\n", sc.Name, res.Simulated, res.Wall.Round(time.Millisecond))
+		replay.WriteSummary(stdout, res)
+	}
+	if opts.NodePools != nil {
+		alt := opts
+		alt.Steps, alt.Progress = nil, nil
+		if run.WhatIf, err = replay.Run(ctx, sc, alt); err != nil {
+			return run, fmt.Errorf("what-if with %s: %w", nodePools, err)
+		}
+		if table {
+			replay.WriteComparison(stdout, res, run.WhatIf)
+		}
+	}
+	if table {
+		fmt.Fprintln(stdout)
+	}
+	return run, nil
+}
+
+func replayOptions(logFile, nodePools string) (replay.Options, func(), error) {
+	opts := replay.Options{}
+	closeLog := func() {}
+	if nodePools != "" {
+		b, err := replay.LoadManifests(nodePools)
+		if err != nil {
+			return opts, closeLog, fmt.Errorf("--nodepools %s: %w", nodePools, err)
+		}
+		if len(b.NodePools) == 0 {
+			return opts, closeLog, fmt.Errorf("--nodepools %s: no NodePool in it", nodePools)
+		}
+		opts.NodePools, opts.NodePoolsName = b, filepath.Base(filepath.Clean(nodePools))
+	}
+	if logFile != "" {
+		f, err := os.Create(logFile)
+		if err != nil {
+			return opts, closeLog, err
+		}
+		opts.Log, closeLog = f, func() { f.Close() }
+	}
+	return opts, closeLog, nil
+}
+
+func writeChart(path string, runs []replayRun) error {
+	var results []*replay.Result
+	for _, r := range runs {
+		results = append(results, r.Result)
+		if r.WhatIf != nil {
+			results = append(results, r.WhatIf)
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := replay.WriteSVG(f, results); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// reorderFlags moves flags before the positional scenario names, so
+// `joiner replay 001-heavy-app --chart x.svg` works as users type it.
+func reorderFlags(args []string) []string {
+	var flags, names []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			names = append(names, args[i+1:]...)
+			i = len(args)
+		case len(a) > 1 && a[0] == '-':
+			flags = append(flags, a)
+			if !hasValue(a) && i+1 < len(args) && takesValue(a) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		default:
+			names = append(names, a)
+		}
+	}
+	return append(flags, names...)
+}
+
+func hasValue(flag string) bool {
+	for _, c := range flag {
+		if c == '=' {
+			return true
+		}
+	}
+	return false
+}
+
+func takesValue(flag string) bool {
+	switch flag {
+	case "-q", "--q", "-h", "--h", "-help", "--help":
+		return false
+	}
+	return true
+}

@@ -1,0 +1,194 @@
+package kubesim
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+var (
+	podsGVR  = corev1.SchemeGroupVersion.WithResource("pods")
+	nodesGVR = corev1.SchemeGroupVersion.WithResource("nodes")
+	pdbsGVR  = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
+	pdbsGVK  = policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget")
+)
+
+// apiServer adds to the fake clients what a real API server does and Joiner relies on:
+// generateName, UIDs and creation timestamps on create; deletion held by finalizers
+// (a deleted NodeClaim keeps existing, with a deletionTimestamp, until its finalizer
+// is removed); and the eviction subresource honouring PodDisruptionBudgets. Reactors
+// run under the fake client's lock, so they reach objects through the trackers only.
+type apiServer struct {
+	cs  *fake.Clientset
+	dyn *dynamicfake.FakeDynamicClient
+	now func() time.Time
+	seq atomic.Uint64
+	// writes counts writes to built-in objects: a step with none since the last one
+	// (and no node registered or removed) has nothing to react to.
+	writes atomic.Uint64
+}
+
+func newAPIServer(cs *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, now func() time.Time) *apiServer {
+	a := &apiServer{cs: cs, dyn: dyn, now: now}
+	cs.PrependReactor("*", "*", a.countWrites)
+	cs.PrependReactor("create", "*", a.defaults)
+	cs.PrependReactor("create", "pods", a.evict)
+	dyn.PrependReactor("create", "*", a.defaults)
+	dyn.PrependReactor("delete", "nodeclaims", a.holdForFinalizers)
+	dyn.PrependReactor("patch", "nodeclaims", a.releaseWhenFinalized)
+	dyn.PrependReactor("update", "nodeclaims", a.releaseWhenFinalized)
+	return a
+}
+
+func (a *apiServer) countWrites(act k8stesting.Action) (bool, runtime.Object, error) {
+	if r := act.GetResource().Resource; r == "leases" || r == "events" {
+		return false, nil, nil // the functions' own bookkeeping: nothing a controller reacts to
+	}
+	switch act.GetVerb() {
+	case "create", "update", "patch", "delete", "deletecollection":
+		a.writes.Add(1)
+	}
+	return false, nil, nil
+}
+
+// defaults fills what the API server sets on create; the default reaction then stores it.
+func (a *apiServer) defaults(act k8stesting.Action) (bool, runtime.Object, error) {
+	ca, ok := act.(k8stesting.CreateAction)
+	if !ok || act.GetSubresource() != "" {
+		return false, nil, nil
+	}
+	m, err := meta.Accessor(ca.GetObject())
+	if err != nil {
+		return false, nil, nil
+	}
+	n := a.seq.Add(1)
+	if m.GetName() == "" && m.GetGenerateName() != "" {
+		m.SetName(m.GetGenerateName() + suffix(n))
+	}
+	if m.GetUID() == "" {
+		m.SetUID(types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", n)))
+	}
+	if ts := m.GetCreationTimestamp(); ts.IsZero() {
+		m.SetCreationTimestamp(metav1.NewTime(a.now()))
+	}
+	return false, nil, nil
+}
+
+// suffix is a generateName suffix: five lowercase alphanumerics, as the API server's.
+func suffix(n uint64) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	x := n*2654435761 + 12345
+	b := make([]byte, 5)
+	for i := range b {
+		b[i] = alphabet[x%uint64(len(alphabet))]
+		x /= uint64(len(alphabet))
+	}
+	return string(b)
+}
+
+// holdForFinalizers turns the deletion of an object with finalizers into setting its
+// deletionTimestamp, as the API server does.
+func (a *apiServer) holdForFinalizers(act k8stesting.Action) (bool, runtime.Object, error) {
+	tr := a.dyn.Tracker()
+	obj, err := tr.Get(act.GetResource(), act.GetNamespace(), act.(k8stesting.DeleteAction).GetName())
+	if err != nil {
+		return false, nil, nil
+	}
+	m, _ := meta.Accessor(obj)
+	if len(m.GetFinalizers()) == 0 {
+		return false, nil, nil
+	}
+	if m.GetDeletionTimestamp() == nil {
+		ts := metav1.NewTime(a.now())
+		m.SetDeletionTimestamp(&ts)
+		if err := tr.Update(act.GetResource(), obj, act.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+	}
+	return true, nil, nil
+}
+
+// releaseWhenFinalized applies a patch or update and, when it leaves a deleting object
+// without finalizers, deletes it.
+func (a *apiServer) releaseWhenFinalized(act k8stesting.Action) (bool, runtime.Object, error) {
+	tr := a.dyn.Tracker()
+	handled, obj, err := k8stesting.ObjectReaction(tr)(act)
+	if err != nil || obj == nil {
+		return handled, obj, err
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return handled, obj, nil
+	}
+	if m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 {
+		if err := tr.Delete(act.GetResource(), act.GetNamespace(), m.GetName()); err != nil && !apierrors.IsNotFound(err) {
+			return true, nil, err
+		}
+	}
+	return handled, obj, nil
+}
+
+// evict serves the eviction subresource: a pod selected by a PodDisruptionBudget that
+// allows no disruption is refused with 429, as the API server refuses it; otherwise
+// the budget is charged and the pod deleted (its controller recreates it).
+func (a *apiServer) evict(act k8stesting.Action) (bool, runtime.Object, error) {
+	if act.GetSubresource() != "eviction" {
+		return false, nil, nil
+	}
+	ev, ok := act.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+	if !ok {
+		return true, nil, apierrors.NewBadRequest("eviction body is not a policy/v1 Eviction")
+	}
+	tr := a.cs.Tracker()
+	obj, err := tr.Get(podsGVR, act.GetNamespace(), ev.Name)
+	if err != nil {
+		return true, nil, err
+	}
+	pod := obj.(*corev1.Pod)
+	if p := ev.DeleteOptions; p != nil && p.Preconditions != nil && p.Preconditions.UID != nil && *p.Preconditions.UID != pod.UID {
+		return true, nil, apierrors.NewConflict(podsGVR.GroupResource(), pod.Name, fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s)", *p.Preconditions.UID, pod.UID))
+	}
+	if pod.Status.Phase == corev1.PodRunning {
+		if err := a.chargeBudget(pod); err != nil {
+			return true, nil, err
+		}
+	}
+	return true, nil, tr.Delete(podsGVR, pod.Namespace, pod.Name)
+}
+
+func (a *apiServer) chargeBudget(pod *corev1.Pod) error {
+	tr := a.cs.Tracker()
+	list, err := tr.List(pdbsGVR, pdbsGVK, pod.Namespace)
+	if err != nil {
+		return err
+	}
+	var hit []*policyv1.PodDisruptionBudget
+	for i := range list.(*policyv1.PodDisruptionBudgetList).Items {
+		pdb := &list.(*policyv1.PodDisruptionBudgetList).Items[i]
+		if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
+			hit = append(hit, pdb)
+		}
+	}
+	switch {
+	case len(hit) == 0:
+		return nil
+	case len(hit) > 1:
+		return apierrors.NewInternalError(fmt.Errorf("this pod has more than one PodDisruptionBudget, which the eviction subresource does not support"))
+	case hit[0].Status.DisruptionsAllowed <= 0:
+		return apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	}
+	hit[0].Status.DisruptionsAllowed--
+	return tr.Update(pdbsGVR, hit[0], pod.Namespace)
+}

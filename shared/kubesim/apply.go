@@ -1,0 +1,224 @@
+package kubesim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/kube"
+	"github.com/joiner-autoscaler/joiner/shared/manifest"
+)
+
+// Apply creates the bundle's objects, or replaces those that exist (pods that exist
+// are left as they are). Pods with spec.nodeName start running there; the others
+// start pending. Nodes without a Ready condition are taken as Ready: a manifest
+// describes a running cluster. Pods of a workload (Deployment, ReplicaSet, StatefulSet,
+// Job) are recreated when lost, and Scale changes their count.
+func (c *Cluster) Apply(ctx context.Context, b *manifest.Bundle) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range b.NodePools {
+		if err := c.applyCRD(ctx, kube.NodePoolGVR, p, karpenter.APIVersion, karpenter.NodePoolKind); err != nil {
+			return err
+		}
+	}
+	for _, nc := range b.NodeClasses {
+		if err := c.applyCRD(ctx, kube.NodeClassGVR, nc, karpenter.AWSAPIVersion, karpenter.NodeClassKind); err != nil {
+			return err
+		}
+	}
+	for _, nc := range b.NodeClaims {
+		if err := c.applyCRD(ctx, kube.NodeClaimGVR, nc, karpenter.APIVersion, karpenter.NodeClaimKind); err != nil {
+			return err
+		}
+	}
+	for _, n := range b.Nodes {
+		if err := c.applyNode(ctx, n); err != nil {
+			return err
+		}
+	}
+	for _, ds := range b.DaemonSets {
+		ds = ds.DeepCopy()
+		ds.Namespace = defaultNS(ds.Namespace)
+		err := upsert(func() error {
+			_, err := c.cs.AppsV1().DaemonSets(ds.Namespace).Create(ctx, ds, metav1.CreateOptions{})
+			return err
+		},
+			func() error {
+				_, err := c.cs.AppsV1().DaemonSets(ds.Namespace).Update(ctx, ds, metav1.UpdateOptions{})
+				return err
+			})
+		if err != nil {
+			return errf(err, "apply DaemonSet %s/%s", ds.Namespace, ds.Name)
+		}
+	}
+	for _, pdb := range b.PDBs {
+		pdb = pdb.DeepCopy()
+		pdb.Namespace = defaultNS(pdb.Namespace)
+		err := upsert(func() error {
+			_, err := c.cs.PolicyV1().PodDisruptionBudgets(pdb.Namespace).Create(ctx, pdb, metav1.CreateOptions{})
+			return err
+		},
+			func() error {
+				_, err := c.cs.PolicyV1().PodDisruptionBudgets(pdb.Namespace).Update(ctx, pdb, metav1.UpdateOptions{})
+				return err
+			})
+		if err != nil {
+			return errf(err, "apply PodDisruptionBudget %s/%s", pdb.Namespace, pdb.Name)
+		}
+	}
+	return c.applyPods(ctx, b.Pods)
+}
+
+func (c *Cluster) applyPods(ctx context.Context, pods []*corev1.Pod) error {
+	namespaces := map[string]bool{}
+	for _, p := range pods {
+		p = p.DeepCopy()
+		p.Namespace = defaultNS(p.Namespace)
+		if p.Spec.NodeName != "" {
+			now := metav1.NewTime(c.cfg.Now())
+			p.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &now, Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		} else {
+			p.Status = corev1.PodStatus{Phase: corev1.PodPending}
+		}
+		if !namespaces[p.Namespace] {
+			namespaces[p.Namespace] = true
+			_, _ = c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace}}, metav1.CreateOptions{})
+		}
+		_, err := c.cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		if err != nil {
+			return errf(err, "create pod %s/%s", p.Namespace, p.Name)
+		}
+		c.adopt(p)
+	}
+	return nil
+}
+
+func (c *Cluster) applyNode(ctx context.Context, n *corev1.Node) error {
+	n = n.DeepCopy()
+	if !hasCondition(n, corev1.NodeReady) {
+		now := metav1.NewTime(c.cfg.Now())
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+			Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now})
+	}
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	if _, ok := n.Labels[corev1.LabelHostname]; !ok {
+		n.Labels[corev1.LabelHostname] = n.Name
+	}
+	err := upsert(func() error { _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); return err },
+		func() error { _, err := c.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); return err })
+	return errf(err, "apply node %s", n.Name)
+}
+
+func hasCondition(n *corev1.Node, t corev1.NodeConditionType) bool {
+	for _, cd := range n.Status.Conditions {
+		if cd.Type == t {
+			return true
+		}
+	}
+	return false
+}
+
+// applyCRD creates or replaces a Karpenter object, keeping the stored status.
+func (c *Cluster) applyCRD(ctx context.Context, gvr schema.GroupVersionResource, obj any, apiVersion, kind string) error {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return errf(err, "convert %s", kind)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	res := c.clients.Dynamic.Resource(gvr)
+	_, err = res.Create(ctx, u, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		cur, gerr := res.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if gerr != nil {
+			return errf(gerr, "get %s %s", kind, u.GetName())
+		}
+		u.SetResourceVersion(cur.GetResourceVersion())
+		u.SetUID(cur.GetUID())
+		u.SetCreationTimestamp(cur.GetCreationTimestamp())
+		u.SetGeneration(cur.GetGeneration() + 1)
+		if st, ok := cur.Object["status"]; ok {
+			u.Object["status"] = st
+		}
+		_, err = res.Update(ctx, u, metav1.UpdateOptions{})
+	}
+	return errf(err, "apply %s %s", kind, u.GetName())
+}
+
+func upsert(create, update func() error) error {
+	err := create()
+	if apierrors.IsAlreadyExists(err) {
+		err = update()
+	}
+	return err
+}
+
+func defaultNS(ns string) string {
+	if ns == "" {
+		return metav1.NamespaceDefault
+	}
+	return ns
+}
+
+// Delete deletes one object: kind is Pod, Node, PodDisruptionBudget, DaemonSet,
+// NodePool, EC2NodeClass, NodeClaim, or a workload kind (Deployment, ReplicaSet,
+// StatefulSet, Job), whose pods go with it. name is namespace/name for namespaced
+// kinds (namespace "default" when omitted).
+func (c *Cluster) Delete(ctx context.Context, kind, name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ns, n := metav1.NamespaceDefault, name
+	if i := strings.Index(name, "/"); i >= 0 {
+		ns, n = name[:i], name[i+1:]
+	}
+	var err error
+	switch kind {
+	case "Pod":
+		err = c.cs.CoreV1().Pods(ns).Delete(ctx, n, metav1.DeleteOptions{})
+	case "Node":
+		err = c.cs.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{})
+	case "PodDisruptionBudget":
+		err = c.cs.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, n, metav1.DeleteOptions{})
+	case "DaemonSet":
+		err = c.cs.AppsV1().DaemonSets(ns).Delete(ctx, n, metav1.DeleteOptions{})
+	case karpenter.NodePoolKind:
+		err = c.clients.Dynamic.Resource(kube.NodePoolGVR).Delete(ctx, n, metav1.DeleteOptions{})
+	case karpenter.NodeClassKind:
+		err = c.clients.Dynamic.Resource(kube.NodeClassGVR).Delete(ctx, n, metav1.DeleteOptions{})
+	case karpenter.NodeClaimKind:
+		err = c.clients.Dynamic.Resource(kube.NodeClaimGVR).Delete(ctx, n, metav1.DeleteOptions{})
+	default:
+		if !workloadKinds[kind] {
+			return fmt.Errorf("kubesim: delete %s %s: unknown kind", kind, name)
+		}
+		k := workloadKey{kind, ns, n}
+		if c.workloads[k] == nil {
+			return fmt.Errorf("kubesim: delete %s: no such workload", k)
+		}
+		c.workloads[k].replicas = 0
+		pods, lerr := c.listPods(ctx)
+		if lerr != nil {
+			return lerr
+		}
+		if _, _, err = c.converge(ctx, k, livePodsByOwner(pods)[k]); err == nil {
+			delete(c.workloads, k)
+		}
+	}
+	return errf(err, "delete %s %s", kind, name)
+}

@@ -1,0 +1,197 @@
+// Package kubesim is an in-memory Kubernetes cluster for replay, local invocation and
+// tests: client-go's fake clientset (built-in types) and dynamic fake (Karpenter's
+// CRDs) behind the same kube.Clients the functions use against a real API server,
+// plus the few controllers Joiner depends on, run on simulated time:
+//
+//   - a kubelet: an instance launched for a NodeClaim registers as a Ready Node
+//     (labels, taints and capacity from the NodeClaim, providerID aws:///zone/i-…)
+//     RegisterAfter its launch; a Node whose instance stopped or went away is removed
+//     with its pods;
+//   - a scheduler: pending pods bind to Ready nodes that fit them, decided by the
+//     packing engine (shared/packer) restricted to existing nodes, so affinity,
+//     taints and topology follow the one engine; pods left over carry
+//     PodScheduled=False/Unschedulable, which is what the provisioner looks for;
+//   - workload controllers: a Deployment's, ReplicaSet's, StatefulSet's or Job's pods
+//     that were evicted or deleted come back pending, and Scale changes the count;
+//   - the disruption controller: PodDisruptionBudget status, and evictions refused
+//     (429) when a budget allows none;
+//   - the API server's own behaviour the handlers rely on: generateName, UIDs,
+//     creation timestamps, and deletion held by finalizers.
+//
+// Nothing runs in the background: Step advances every controller once, at the time
+// Config.Now reports. The caller (the replay driver) decides when.
+package kubesim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/joiner-autoscaler/joiner/shared/awssim"
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/kube"
+	"github.com/joiner-autoscaler/joiner/shared/kube/typed"
+)
+
+// DefaultRegisterAfter is how long after its launch an instance's node registers
+// (boot, kubelet start, TLS bootstrap): typical of EKS AL2023 nodes.
+const DefaultRegisterAfter = 40 * time.Second
+
+// Instances looks up EC2 instances; *awssim.Sim implements it.
+type Instances interface {
+	Instance(id string) (awssim.Instance, bool)
+}
+
+// Config configures a Cluster.
+type Config struct {
+	// Now is the simulated clock (time.Now when nil).
+	Now func() time.Time
+	// Instances is where launched instances are looked up; nil: no node ever
+	// registers (the cluster only holds what is applied to it).
+	Instances Instances
+	// Catalog is handed to the scheduler's engine (catalog.Embedded() when nil).
+	Catalog *catalog.Catalog
+	// RegisterAfter is the delay from an instance's launch to its Node
+	// (DefaultRegisterAfter when 0).
+	RegisterAfter time.Duration
+	// Log receives one record per registration, removal and recreation (discarded when nil).
+	Log *slog.Logger
+}
+
+// Cluster is the in-memory cluster. Its methods are meant for one driver goroutine;
+// the API clients it hands out are safe for concurrent use, as client-go's are.
+type Cluster struct {
+	cfg     Config
+	cs      *fake.Clientset
+	dyn     *dynamicfake.FakeDynamicClient
+	clients *kube.Clients
+	api     *apiServer
+
+	mu        sync.Mutex
+	workloads map[workloadKey]*workload
+	// nodes are the Nodes this cluster's kubelet registered, by providerID.
+	nodes map[string]string
+	waits *waits
+	// lastSchedule is the signature of the last scheduling attempt that bound nothing.
+	lastSchedule string
+	// stepWrites is the API server's write count when the last step ended.
+	stepWrites uint64
+}
+
+// New returns an empty cluster (no objects, Karpenter's CRDs served).
+func New(cfg Config) *Cluster {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Catalog == nil {
+		cfg.Catalog = catalog.Embedded()
+	}
+	if cfg.RegisterAfter <= 0 {
+		cfg.RegisterAfter = DefaultRegisterAfter
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	// NewSimpleClientset, not NewClientset: the latter's field-managed tracker builds
+	// a REST mapper on every write, which made it the replay's largest cost.
+	cs := fake.NewSimpleClientset() //nolint:staticcheck // deliberate, see above
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		kube.NodePoolGVR: "NodePoolList", kube.NodeClaimGVR: "NodeClaimList", kube.NodeClassGVR: "EC2NodeClassList",
+	})
+	c := &Cluster{cfg: cfg, cs: cs, dyn: dyn, clients: typed.Clients(cs, dyn),
+		workloads: map[workloadKey]*workload{}, nodes: map[string]string{}, waits: newWaits()}
+	c.api = newAPIServer(cs, dyn, cfg.Now)
+	return c
+}
+
+// Clients returns the API clients to build a kube.Client (kube.New) over.
+func (c *Cluster) Clients() *kube.Clients { return c.clients }
+
+// Clientset returns the typed clientset behind the cluster, for reading and writing
+// objects beyond what kube.Clients offers (tests, replay's bookkeeping).
+func (c *Cluster) Clientset() kubernetes.Interface { return c.cs }
+
+// Step runs every controller once at the current time: the kubelet (registrations,
+// removals), workload controllers (recreating pods), the scheduler (binding) and the
+// disruption controller (PDB status). It reports what changed.
+func (c *Cluster) Step(ctx context.Context) (*Report, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := &Report{}
+	if err := c.kubelet(ctx, r); err != nil {
+		return r, err
+	}
+	writes := c.api.writes.Load()
+	if writes == c.stepWrites {
+		return r, nil // nothing changed since the last step: nothing to react to
+	}
+	defer func() { c.stepWrites = c.api.writes.Load() }()
+	// One list of the pods serves the other controllers: each keeps it current with
+	// what it changes (a list of 5,000 pods is the step's largest cost).
+	pods, err := c.listPods(ctx)
+	if err != nil {
+		return r, err
+	}
+	steps := []func(context.Context, *Report, *[]*corev1.Pod) error{c.reconcileWorkloads, c.schedule, c.updatePDBs}
+	for _, step := range steps {
+		if err := step(ctx, r, &pods); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+func (c *Cluster) listPods(ctx context.Context) ([]*corev1.Pod, error) {
+	list, err := c.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, errf(err, "list pods")
+	}
+	out := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// Report says what one Step changed.
+type Report struct {
+	// Registered and Removed are node names.
+	Registered []string
+	Removed    []string
+	// Bound counts pods bound to nodes.
+	Bound int
+	// Recreated counts pods a workload controller created to replace lost ones.
+	Recreated int
+	// Lost are bare pods (no controller) that went with their node.
+	Lost []string
+	// Unschedulable are pods newly marked PodScheduled=False/Unschedulable: what the
+	// forwarder would batch into a Pending Pods event.
+	Unschedulable []PodRef
+}
+
+// PodRef names a pod.
+type PodRef struct {
+	Namespace, Name string
+}
+
+func (p PodRef) String() string { return p.Namespace + "/" + p.Name }
+
+func (c *Cluster) logf(msg string, args ...any) { c.cfg.Log.Info(msg, args...) }
+
+// errf wraps an API error with what was being done.
+func errf(err error, format string, a ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("kubesim: %s: %w", fmt.Sprintf(format, a...), err)
+}

@@ -1,0 +1,184 @@
+package kubesim
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/joiner-autoscaler/joiner/shared/awssim"
+	"github.com/joiner-autoscaler/joiner/shared/bootstrap"
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/kube"
+)
+
+// kubelet removes the nodes whose instance is gone, registers the nodes of instances
+// launched for NodeClaims, and lifts startup taints once Joiner has registered a node
+// (the agent that owns a startup taint removes it when the node is up).
+func (c *Cluster) kubelet(ctx context.Context, r *Report) error {
+	if c.cfg.Instances == nil {
+		return nil
+	}
+	if err := c.removeGone(ctx, r); err != nil {
+		return err
+	}
+	claims, err := c.listNodeClaims(ctx)
+	if err != nil {
+		return err
+	}
+	nodes, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return errf(err, "list nodes")
+	}
+	byProvider := map[string]*corev1.Node{}
+	for i := range nodes.Items {
+		byProvider[nodes.Items[i].Spec.ProviderID] = &nodes.Items[i]
+	}
+	for _, nc := range claims {
+		pid := nc.Status.ProviderID
+		if pid == "" {
+			continue
+		}
+		if n := byProvider[pid]; n != nil {
+			if err := c.liftStartupTaints(ctx, n, nc); err != nil {
+				return err
+			}
+			continue
+		}
+		in, ok := c.cfg.Instances.Instance(kube.InstanceID(pid))
+		if !ok || in.State != awssim.StateRunning || c.cfg.Now().Before(in.LaunchTime.Add(c.cfg.RegisterAfter)) {
+			continue
+		}
+		name, err := c.register(ctx, nc, in)
+		if err != nil {
+			return err
+		}
+		r.Registered = append(r.Registered, name)
+	}
+	return nil
+}
+
+// register creates the Node the kubelet of in would register: the NodeClaim's labels
+// (the user data passes the pool's), the kubelet's own labels, the taints of the user
+// data (unregistered first), and the instance type's capacity.
+func (c *Cluster) register(ctx context.Context, nc *karpenter.NodeClaim, in awssim.Instance) (string, error) {
+	labels := map[string]string{}
+	for k, v := range nc.Labels {
+		labels[k] = v
+	}
+	labels[corev1.LabelHostname] = in.ID
+	labels[corev1.LabelOSStable] = "linux"
+	labels[corev1.LabelInstanceTypeStable] = in.InstanceType
+	labels[corev1.LabelTopologyZone] = in.Zone
+	labels[corev1.LabelTopologyRegion] = strings.TrimRight(in.Zone, "abcdefghijklmnopqrstuvwxyz")
+	labels[karpenter.CapacityTypeLabelKey] = in.CapacityType
+	capacity, alloc := nc.Status.Capacity, nc.Status.Allocatable
+	if len(alloc) == 0 {
+		if it, ok := c.cfg.Catalog.Lookup(in.InstanceType); ok {
+			capacity, alloc = catalog.CapacityFor(it, catalog.OverheadFor(nil)), catalog.Allocatable(it, catalog.OverheadFor(nil))
+		}
+	}
+	now := metav1.NewTime(c.cfg.Now())
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: in.ID, Labels: labels},
+		Spec: corev1.NodeSpec{ProviderID: nc.Status.ProviderID,
+			Taints: bootstrap.NodeTaints(append(slices.Clone(nc.Spec.Taints), nc.Spec.StartupTaints...))},
+		Status: corev1.NodeStatus{Capacity: capacity.DeepCopy(), Allocatable: alloc.DeepCopy(),
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				LastHeartbeatTime: now, LastTransitionTime: now}}},
+	}
+	if _, ok := node.Status.Allocatable[corev1.ResourcePods]; !ok && node.Status.Allocatable != nil {
+		node.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("110")
+	}
+	if _, err := c.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", errf(err, "register node %s", in.ID)
+	}
+	c.nodes[nc.Status.ProviderID] = in.ID
+	c.logf("node registered", "node", in.ID, "nodeclaim", nc.Name, "type", in.InstanceType, "capacityType", in.CapacityType, "zone", in.Zone)
+	return in.ID, nil
+}
+
+func (c *Cluster) liftStartupTaints(ctx context.Context, n *corev1.Node, nc *karpenter.NodeClaim) error {
+	if len(nc.Spec.StartupTaints) == 0 || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == karpenter.UnregisteredTaintKey }) {
+		return nil
+	}
+	before := len(n.Spec.Taints)
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return slices.ContainsFunc(nc.Spec.StartupTaints, func(s corev1.Taint) bool { return s.MatchTaint(&t) })
+	})
+	if len(n.Spec.Taints) == before {
+		return nil
+	}
+	_, err := c.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	return errf(err, "lift startup taints of node %s", n.Name)
+}
+
+// removeGone deletes the nodes this kubelet registered whose instance is no longer
+// running, with their pods: the node controller would mark them NotReady and the
+// pods' controllers recreate them elsewhere.
+func (c *Cluster) removeGone(ctx context.Context, r *Report) error {
+	for _, pid := range sortedKeys(c.nodes) {
+		name := c.nodes[pid]
+		if in, ok := c.cfg.Instances.Instance(kube.InstanceID(pid)); ok && (in.State == awssim.StateRunning || in.State == awssim.StatePending) {
+			continue
+		}
+		delete(c.nodes, pid)
+		lost, err := c.deletePodsOn(ctx, name)
+		if err != nil {
+			return err
+		}
+		r.Lost = append(r.Lost, lost...)
+		err = c.cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return errf(err, "remove node %s", name)
+		}
+		if err == nil {
+			r.Removed = append(r.Removed, name)
+			c.logf("node removed: its instance is gone", "node", name)
+		}
+	}
+	return nil
+}
+
+// deletePodsOn deletes the pods bound to a node and returns the bare ones, which
+// nothing recreates.
+func (c *Cluster) deletePodsOn(ctx context.Context, node string) ([]string, error) {
+	pods, err := c.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, errf(err, "list pods")
+	}
+	var lost []string
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != node {
+			continue
+		}
+		if err := c.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return lost, errf(err, "delete pod %s/%s", p.Namespace, p.Name)
+		}
+		if _, ok := controllerOf(&p); !ok && !isDaemon(&p) {
+			lost = append(lost, p.Namespace+"/"+p.Name)
+		}
+	}
+	return lost, nil
+}
+
+func (c *Cluster) listNodeClaims(ctx context.Context) ([]*karpenter.NodeClaim, error) {
+	list, err := c.clients.Dynamic.Resource(kube.NodeClaimGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, errf(err, "list NodeClaims")
+	}
+	out := make([]*karpenter.NodeClaim, 0, len(list.Items))
+	for i := range list.Items {
+		nc, err := kube.NodeClaimFromUnstructured(&list.Items[i])
+		if err != nil {
+			return nil, errf(err, "read NodeClaim %s", list.Items[i].GetName())
+		}
+		out = append(out, nc)
+	}
+	return out, nil
+}

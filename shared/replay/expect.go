@@ -1,0 +1,320 @@
+package replay
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/joiner-autoscaler/joiner/shared/awssim"
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/kube"
+)
+
+// Expectation is one expected outcome: one check, checked at At (the end when nil).
+// Checks about the whole run (maxNodes, launched, terminated, interruptions,
+// maxPodWait, cost, costRatio, errors) are checked at the end.
+type Expectation struct {
+	At *Duration `json:"at,omitempty"`
+
+	AllPodsRunning   *bool     `json:"allPodsRunning,omitempty"`
+	PodsRunning      *Range    `json:"podsRunning,omitempty"`
+	Pending          *Range    `json:"pending,omitempty"`
+	Nodes            *Range    `json:"nodes,omitempty"`
+	MaxNodes         *int      `json:"maxNodes,omitempty"`
+	PodOn            *PodOn    `json:"podOn,omitempty"`
+	NoDisruptedTaint *bool     `json:"noDisruptedTaint,omitempty"`
+	NoOrphans        *bool     `json:"noOrphans,omitempty"`
+	Untouched        string    `json:"untouched,omitempty"`
+	Launched         *Range    `json:"launched,omitempty"`
+	Terminated       *Range    `json:"terminated,omitempty"`
+	Interruptions    *Range    `json:"interruptions,omitempty"`
+	MaxPodWait       *Duration `json:"maxPodWait,omitempty"`
+	CostRatio        *Range    `json:"costRatio,omitempty"`
+	Cost             *Range    `json:"cost,omitempty"`
+	Errors           *Range    `json:"errors,omitempty"`
+}
+
+// Range bounds a number; either end may be open.
+type Range struct {
+	Min *float64 `json:"min,omitempty"`
+	Max *float64 `json:"max,omitempty"`
+}
+
+// PodOn asks for a pod (or, with a trailing *, any pod of that prefix) on a node with
+// these labels.
+type PodOn struct {
+	Pod    string            `json:"pod"`
+	Labels map[string]string `json:"labels"`
+}
+
+// Outcome is one expectation checked.
+type Outcome struct {
+	Check  string `json:"check"`
+	Met    bool   `json:"met"`
+	Detail string `json:"detail"`
+}
+
+func (e Expectation) checks() []string {
+	var out []string
+	for name, set := range map[string]bool{
+		"allPodsRunning": e.AllPodsRunning != nil, "podsRunning": e.PodsRunning != nil, "pending": e.Pending != nil,
+		"nodes": e.Nodes != nil, "maxNodes": e.MaxNodes != nil, "podOn": e.PodOn != nil,
+		"noDisruptedTaint": e.NoDisruptedTaint != nil, "noOrphans": e.NoOrphans != nil, "untouched": e.Untouched != "",
+		"launched": e.Launched != nil, "terminated": e.Terminated != nil, "interruptions": e.Interruptions != nil,
+		"maxPodWait": e.MaxPodWait != nil, "costRatio": e.CostRatio != nil, "cost": e.Cost != nil, "errors": e.Errors != nil,
+	} {
+		if set {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// wholeRun reports whether the check is about the whole run (checked at the end).
+func (e Expectation) wholeRun() bool {
+	return e.MaxNodes != nil || e.Interruptions != nil || e.MaxPodWait != nil || e.CostRatio != nil || e.Cost != nil || e.Errors != nil
+}
+
+// when returns the offset the expectation is checked at.
+func (e Expectation) when(end time.Duration) time.Duration {
+	if e.At == nil || e.wholeRun() {
+		return end
+	}
+	return e.At.D()
+}
+
+// view is what a check looks at.
+type view struct {
+	at        time.Duration
+	start     time.Time
+	pods      []corev1.Pod
+	nodes     []corev1.Node
+	claims    []*karpenter.NodeClaim
+	instances []awssim.Instance // owned by the cluster, any state
+	res       *Result
+}
+
+func (e Expectation) check(v *view) Outcome {
+	name := e.checks()[0]
+	o := Outcome{Check: name}
+	if !e.wholeRun() {
+		o.Check = fmt.Sprintf("%s at %s", name, fmtOffset(v.at))
+	}
+	o.Met, o.Detail = e.evaluate(v)
+	return o
+}
+
+func (e Expectation) evaluate(v *view) (bool, string) {
+	r := v.res
+	switch {
+	case e.AllPodsRunning != nil:
+		running, pending := podCounts(v)
+		return (pending == 0) == *e.AllPodsRunning, fmt.Sprintf("%d running, %d not running", running, pending)
+	case e.PodsRunning != nil:
+		running, _ := podCounts(v)
+		return e.PodsRunning.in(float64(running)), fmt.Sprintf("%d running (want %s)", running, e.PodsRunning)
+	case e.Pending != nil:
+		_, pending := podCounts(v)
+		return e.Pending.in(float64(pending)), fmt.Sprintf("%d pending (want %s)", pending, e.Pending)
+	case e.Nodes != nil:
+		return e.Nodes.in(float64(len(v.nodes))), fmt.Sprintf("%d node(s) (want %s)", len(v.nodes), e.Nodes)
+	case e.MaxNodes != nil:
+		return r.MaxNodes <= *e.MaxNodes, fmt.Sprintf("at most %d node(s) at once (want ≤ %d)", r.MaxNodes, *e.MaxNodes)
+	case e.PodOn != nil:
+		return podOn(v, e.PodOn)
+	case e.NoDisruptedTaint != nil:
+		return noTaint(v)
+	case e.NoOrphans != nil:
+		return noOrphans(v)
+	case e.Untouched != "":
+		return untouched(v, e.Untouched)
+	case e.Launched != nil:
+		n, _ := instanceCounts(v)
+		return e.Launched.in(float64(n)), fmt.Sprintf("%d launched so far (want %s)", n, e.Launched)
+	case e.Terminated != nil:
+		_, n := instanceCounts(v)
+		return e.Terminated.in(float64(n)), fmt.Sprintf("%d terminated so far (want %s)", n, e.Terminated)
+	case e.Interruptions != nil:
+		return e.Interruptions.in(float64(r.Interruptions)), fmt.Sprintf("%d handled (want %s)", r.Interruptions, e.Interruptions)
+	case e.MaxPodWait != nil:
+		return r.Pods.WaitMax <= e.MaxPodWait.D(), fmt.Sprintf("longest wait %s (want ≤ %s)", fmtDur(r.Pods.WaitMax), e.MaxPodWait.D())
+	case e.CostRatio != nil:
+		ratio := r.CostRatio()
+		return e.CostRatio.in(ratio), fmt.Sprintf("cost/lower bound %.2f (want %s)", ratio, e.CostRatio)
+	case e.Cost != nil:
+		return e.Cost.in(r.Cost), fmt.Sprintf("$%.4f (want %s)", r.Cost, e.Cost)
+	case e.Errors != nil:
+		return e.Errors.in(float64(r.Errors)), fmt.Sprintf("%d failed invocation(s) (want %s)", r.Errors, e.Errors)
+	}
+	return false, "no check"
+}
+
+func (r *Range) in(x float64) bool {
+	return (r.Min == nil || x >= *r.Min-1e-9) && (r.Max == nil || x <= *r.Max+1e-9)
+}
+
+func (r *Range) String() string {
+	switch {
+	case r.Min != nil && r.Max != nil:
+		return fmt.Sprintf("%g–%g", *r.Min, *r.Max)
+	case r.Min != nil:
+		return fmt.Sprintf("≥ %g", *r.Min)
+	case r.Max != nil:
+		return fmt.Sprintf("≤ %g", *r.Max)
+	}
+	return "any"
+}
+
+// instanceCounts counts the instances Joiner launched during the replay and those
+// of them terminating or terminated.
+func instanceCounts(v *view) (launched, terminated int) {
+	for _, in := range v.instances {
+		if in.LaunchTime.Before(v.start) {
+			continue
+		}
+		launched++
+		if in.State == awssim.StateShuttingDown || in.State == awssim.StateTerminated {
+			terminated++
+		}
+	}
+	return launched, terminated
+}
+
+func total(cs []Count) int {
+	n := 0
+	for _, c := range cs {
+		n += c.Count
+	}
+	return n
+}
+
+// podCounts counts pods (DaemonSet pods aside) running on a Ready node, and the others.
+func podCounts(v *view) (running, other int) {
+	ready := map[string]bool{}
+	for _, n := range v.nodes {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready[n.Name] = true
+			}
+		}
+	}
+	for i := range v.pods {
+		p := &v.pods[i]
+		if isDaemonPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if p.Spec.NodeName != "" && ready[p.Spec.NodeName] && p.Status.Phase == corev1.PodRunning {
+			running++
+		} else {
+			other++
+		}
+	}
+	return running, other
+}
+
+func isDaemonPod(p *corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+func podOn(v *view, want *PodOn) (bool, string) {
+	nodes := map[string]*corev1.Node{}
+	for i := range v.nodes {
+		nodes[v.nodes[i].Name] = &v.nodes[i]
+	}
+	prefix, isPrefix := strings.CutSuffix(want.Pod, "*")
+	var seen []string
+	for i := range v.pods {
+		p := &v.pods[i]
+		key := p.Namespace + "/" + p.Name
+		if key != want.Pod && !(isPrefix && strings.HasPrefix(key, prefix)) {
+			continue
+		}
+		n := nodes[p.Spec.NodeName]
+		if n == nil {
+			seen = append(seen, key+" not on a node")
+			continue
+		}
+		for k, val := range want.Labels {
+			if n.Labels[k] != val {
+				seen = append(seen, fmt.Sprintf("%s on %s (%s=%q)", key, n.Name, k, n.Labels[k]))
+				n = nil
+				break
+			}
+		}
+		if n != nil {
+			return true, fmt.Sprintf("%s on %s (%s %s)", key, n.Name, n.Labels[corev1.LabelInstanceTypeStable], n.Labels[karpenter.CapacityTypeLabelKey])
+		}
+	}
+	if len(seen) == 0 {
+		return false, "no pod " + want.Pod
+	}
+	return false, strings.Join(seen, "; ")
+}
+
+func noTaint(v *view) (bool, string) {
+	var tainted []string
+	for _, n := range v.nodes {
+		for _, t := range n.Spec.Taints {
+			if t.Key == karpenter.DisruptedTaintKey {
+				tainted = append(tainted, n.Name)
+			}
+		}
+	}
+	if len(tainted) > 0 {
+		return false, "tainted: " + strings.Join(tainted, ", ")
+	}
+	return true, fmt.Sprintf("none of %d node(s) tainted", len(v.nodes))
+}
+
+// noOrphans: every running instance has a live NodeClaim naming it, and every
+// launched NodeClaim's instance is running (or on its way out with the claim).
+func noOrphans(v *view) (bool, string) {
+	claimed := map[string]*karpenter.NodeClaim{}
+	for _, nc := range v.claims {
+		if id := kube.InstanceID(nc.Status.ProviderID); id != "" {
+			claimed[id] = nc
+		}
+	}
+	state := map[string]string{}
+	var problems []string
+	for _, in := range v.instances {
+		state[in.ID] = in.State
+		if (in.State == awssim.StateRunning || in.State == awssim.StatePending) && claimed[in.ID] == nil {
+			problems = append(problems, "instance "+in.ID+" has no NodeClaim")
+		}
+	}
+	for id, nc := range claimed {
+		if s := state[id]; s != awssim.StateRunning && s != awssim.StatePending && nc.DeletionTimestamp == nil {
+			problems = append(problems, fmt.Sprintf("NodeClaim %s's instance %s is %q", nc.Name, id, s))
+		}
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		return false, strings.Join(problems, "; ")
+	}
+	return true, fmt.Sprintf("%d instance(s), %d NodeClaim(s), all matched", len(v.instances), len(v.claims))
+}
+
+func untouched(v *view, name string) (bool, string) {
+	for _, n := range v.nodes {
+		if n.Name != name {
+			continue
+		}
+		for _, t := range n.Spec.Taints {
+			if t.Key == karpenter.DisruptedTaintKey {
+				return false, name + " is tainted " + t.Key
+			}
+		}
+		return true, name + " is there, untainted"
+	}
+	return false, name + " is gone"
+}

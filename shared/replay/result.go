@@ -1,0 +1,123 @@
+package replay
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Result is what one replay did and whether its expectations were met.
+type Result struct {
+	Scenario    string `json:"scenario"`
+	Description string `json:"description,omitempty"`
+	// NodePools names the what-if NodePools folder ("" for the scenario's own).
+	NodePools string        `json:"nodePools,omitempty"`
+	Simulated time.Duration `json:"simulatedNanos"`
+	Wall      time.Duration `json:"wallNanos"`
+
+	// Launched and Terminated count instances by type and capacity type.
+	Launched   []Count  `json:"launched"`
+	Terminated []Count  `json:"terminated"`
+	Pods       PodStats `json:"pods"`
+	// Interruptions are those the interruption function reported handling.
+	Interruptions int            `json:"interruptionsHandled"`
+	Invocations   map[string]int `json:"invocations"`
+	// Errors counts invocations that returned an error; ErrorMessages keeps the first few.
+	Errors        int      `json:"errors"`
+	ErrorMessages []string `json:"errorMessages,omitempty"`
+
+	// Series samples the cluster once a simulated minute.
+	Series []Sample `json:"series"`
+	// MaxNodes is the most Nodes at once.
+	MaxNodes int `json:"maxNodes"`
+	// Cost and LowerBound are dollars over the replay (see testdata/scenarios/README.md).
+	Cost       float64 `json:"cost"`
+	LowerBound float64 `json:"lowerBound"`
+	PeakPrice  float64 `json:"peakPricePerHour"`
+
+	Expectations []Outcome `json:"expectations"`
+	Failed       int       `json:"failed"`
+}
+
+// Count is a number of instances of one type and capacity type.
+type Count struct {
+	Type         string `json:"type"`
+	CapacityType string `json:"capacityType"`
+	Count        int    `json:"count"`
+}
+
+// PodStats says how pods fared: how many were placed and how long they waited.
+type PodStats struct {
+	Placed       int           `json:"placed"`
+	WaitP50      time.Duration `json:"waitP50Nanos"`
+	WaitP95      time.Duration `json:"waitP95Nanos"`
+	WaitMax      time.Duration `json:"waitMaxNanos"`
+	StillPending int           `json:"stillPending"`
+	// Lost are bare pods (no controller) that went with their node.
+	Lost int `json:"lost"`
+}
+
+// Sample is the cluster at one moment.
+type Sample struct {
+	At         time.Duration `json:"atNanos"`
+	Nodes      int           `json:"nodes"`
+	Pending    int           `json:"pending"`
+	Price      float64       `json:"pricePerHour"`
+	LowerBound float64       `json:"lowerBoundPerHour"`
+}
+
+// CostRatio is Cost over LowerBound (1 when both are zero).
+func (r *Result) CostRatio() float64 {
+	if r.LowerBound <= 0 {
+		if r.Cost <= 0 {
+			return 1
+		}
+		return 0
+	}
+	return r.Cost / r.LowerBound
+}
+
+// OK reports whether every expectation was met.
+func (r *Result) OK() bool { return r.Failed == 0 }
+
+func countBy(m map[[2]string]int) []Count {
+	out := make([]Count, 0, len(m))
+	for k, n := range m {
+		out = append(out, Count{Type: k[0], CapacityType: k[1], Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Type+out[i].CapacityType < out[j].Type+out[j].CapacityType
+	})
+	return out
+}
+
+// fmtOffset renders a simulated offset as h:mm:ss.
+func fmtOffset(d time.Duration) string {
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%d:%02d:%02d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
+}
+
+// fmtDur renders a duration compactly (1m30s, 45s).
+func fmtDur(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d == 0 {
+		return "0s"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	return s
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return sorted[i]
+}
