@@ -52,6 +52,7 @@ const (
 	CtxConsolidationRate       = "consolidationRate"
 	CtxRebalanceMode           = "rebalanceMode"
 	CtxDryRun                  = "dryRun"
+	CtxRecordQueue             = "recordQueue"
 	CtxBootstrapTokenParameter = "bootstrapTokenParameter"
 	CtxLogLevel                = "logLevel"
 	CtxLogRetentionDays        = "logRetentionDays"
@@ -87,6 +88,9 @@ type Config struct {
 	ConsolidationRate string
 	RebalanceMode     string
 	DryRun            bool
+	// RecordQueue makes the rules deliver every event to an SQS queue as well, for
+	// `joiner record --queue` to turn a production day into a replay scenario.
+	RecordQueue bool
 	// BootstrapTokenParameter is the SSM parameter holding a kubeadm join token for
 	// self-managed clusters; empty for EKS unless set.
 	BootstrapTokenParameter string
@@ -205,6 +209,7 @@ func ConfigFromContext(get Getter) (Config, error) {
 		ScheduleRate:            str(CtxScheduleRate, "1 minute"),
 		RebalanceMode:           str(CtxRebalanceMode, "ignore"),
 		DryRun:                  boolean(CtxDryRun, false),
+		RecordQueue:             boolean(CtxRecordQueue, false),
 		BootstrapTokenParameter: str(CtxBootstrapTokenParameter, ""),
 		LogLevel:                strings.ToUpper(str(CtxLogLevel, "INFO")),
 		AlarmTopicArn:           str(CtxAlarmTopicArn, ""),

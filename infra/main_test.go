@@ -109,6 +109,7 @@ var variants = map[string]map[string]any{
 		CtxScheduleRate:      "2 minutes",
 		CtxConsolidationRate: "5 minutes",
 		CtxLogLevel:          "debug",
+		CtxRecordQueue:       "true",
 	},
 	// Seed 002 style: a self-managed (Kubean) cluster.
 	"self-managed": {

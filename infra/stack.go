@@ -330,6 +330,22 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 		RetryAttempts:   jsii.Number(podsRuleRetries),
 	}))
 
+	// The recording tap: the same events, also to a queue `joiner record --queue`
+	// reads. Schedules are not tapped: a replay runs its own.
+	if cfg.RecordQueue {
+		recordQ := queue("RecordQueue")
+		suppress(recordQ, &cdknag.NagPackSuppression{
+			Id: jsii.String("AwsSolutions-SQS3"),
+			Reason: jsii.String("The record queue is a copy of the functions' events for joiner record; a message it fails to take " +
+				"changes no decision, and a dead-letter queue would only keep a second copy."),
+		})
+		for _, r := range []awsevents.Rule{ec2Rule, healthRule, podsRule} {
+			r.AddTarget(awseventstargets.NewSqsQueue(recordQ, nil))
+		}
+		awscdk.NewCfnOutput(st, jsii.String("RecordQueueUrl"), &awscdk.CfnOutputProps{
+			Description: jsii.String("Queue of the functions' events: joiner record --queue"), Value: recordQ.QueueUrl()})
+	}
+
 	// Schedules: the provisioner's sweep and the consolidator.
 	schedRole := awsiam.NewRole(st, jsii.String("SchedulerRole"), &awsiam.RoleProps{
 		Description: jsii.String("EventBridge Scheduler invoking Joiner's provisioner sweep and consolidator"),

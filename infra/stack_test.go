@@ -124,8 +124,8 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::EKS::AccessEntry": 2, "AWS::EKS::PodIdentityAssociation": 0,
 		},
 		"eks-podid-vpc": {
-			"AWS::Lambda::Function": 3, "AWS::Events::Rule": 3, "AWS::Scheduler::Schedule": 2, "AWS::SQS::Queue": 4,
-			"AWS::CloudWatch::Alarm": 7, "AWS::IAM::Role": 3, "AWS::IAM::InstanceProfile": 1,
+			"AWS::Lambda::Function": 3, "AWS::Events::Rule": 3, "AWS::Scheduler::Schedule": 2, "AWS::SQS::Queue": 5,
+			"AWS::SQS::QueuePolicy": 5, "AWS::CloudWatch::Alarm": 7, "AWS::IAM::Role": 3, "AWS::IAM::InstanceProfile": 1,
 			"AWS::EKS::AccessEntry": 1, "AWS::EKS::PodIdentityAssociation": 1,
 		},
 		"self-managed": {
@@ -199,6 +199,54 @@ func TestRuleTargets(t *testing.T) {
 	}
 	if len(perms["${Interruption.Arn}"]) != 2 || len(perms["${Provisioner.Arn}"]) != 1 || len(perms) != 2 {
 		t.Errorf("invoke permissions %v", perms)
+	}
+}
+
+// -c recordQueue=true: every rule delivers to the record queue as well (and only
+// EventBridge, from those rules, may send to it); without it there is no such queue.
+func TestRecordQueue(t *testing.T) {
+	if n := len(synth(t, "eks").resources("AWS::SQS::Queue")); n != 4 {
+		t.Errorf("without recordQueue: %d queues, want the 4 dead-letter queues", n)
+	}
+	s := synth(t, "eks-podid-vpc")
+	q := s.byPrefix(t, "AWS::SQS::Queue", "RecordQueue")
+	var rules []string
+	for _, prefix := range []string{"InterruptionEC2Rule", "InterruptionHealthRule", "PendingPodsRule"} {
+		r := s.byPrefix(t, "AWS::Events::Rule", prefix)
+		rules = append(rules, "${"+r.ID+".Arn}")
+		var arns []string
+		for _, tg := range render(r.Properties["Targets"]).([]any) {
+			arns = append(arns, tg.(map[string]any)["Arn"].(string))
+		}
+		if len(arns) != 2 || !slices.Contains(arns, "${"+q.ID+".Arn}") {
+			t.Errorf("%s targets %v, want its function and %s", prefix, arns, q.ID)
+		}
+	}
+	var senders []string
+	for _, qp := range s.resources("AWS::SQS::QueuePolicy") {
+		p := render(qp.Properties).(map[string]any)
+		if !slices.Contains(strs(p["Queues"]), "${"+q.ID+"}") {
+			continue
+		}
+		for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			st := st.(map[string]any)
+			if st["Effect"] == "Allow" {
+				// CDK's SqsQueue target grants send plus the two reads of its grantSendMessages.
+				if actions := strs(st["Action"]); st["Principal"].(map[string]any)["Service"] != "events.amazonaws.com" ||
+					!reflect.DeepEqual(actions, []string{"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}) {
+					t.Errorf("record queue statement %v", st)
+				}
+				senders = append(senders, st["Condition"].(map[string]any)["ArnEquals"].(map[string]any)["aws:SourceArn"].(string))
+			}
+		}
+	}
+	sort.Strings(senders)
+	sort.Strings(rules)
+	if !reflect.DeepEqual(senders, rules) {
+		t.Errorf("record queue senders %v, want the rules %v", senders, rules)
+	}
+	if _, ok := s.tmpl["Outputs"].(map[string]any)["RecordQueueUrl"]; !ok {
+		t.Error("no RecordQueueUrl output")
 	}
 }
 
