@@ -10,11 +10,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/joiner-autoscaler/joiner/shared/replay"
 )
 
 func init() {
-	register(command{name: "replay", summary: "replay scenarios on simulated AWS and an in-memory cluster, with costs", run: runReplay})
+	register(command{name: "replay", summary: "replay scenarios on simulated AWS and an in-memory (or scratch) cluster, with costs", run: runReplay})
 }
 
 // replayRun is one scenario's result, with the what-if run when asked for.
@@ -32,9 +35,19 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	nodePools := fs.String("nodepools", "", "what-if: replay again with the NodePools and EC2NodeClasses of this folder and compare costs")
 	logFile := fs.String("log", "", "write the functions' JSON logs to this file")
 	quiet := fs.Bool("q", false, "no step lines, only the summaries")
+	kubeconfig := fs.String("kubeconfig", "", "replay against the API server of this kubeconfig instead of the in-memory cluster: an EMPTY SCRATCH cluster only (kind, envtest), never production")
+	kubeContext := fs.String("context", "", "with --kubeconfig: the context to use (default: its current-context)")
+	force := fs.Bool("force", false, "with --kubeconfig: run even though the cluster has Nodes, NodeClaims or NodePools")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: joiner replay [SCENARIO...] [--dir DIR] [-o table|json] [--chart FILE.svg] [--nodepools DIR] [--log FILE] [-q]")
-		fmt.Fprintln(stderr, "Replays every scenario of --dir by default; exits 1 when an expectation is not met. --kubeconfig (a real API server) is not built yet.")
+		fmt.Fprintln(stderr, "                     [--kubeconfig FILE [--context NAME] [--force]]")
+		fmt.Fprintln(stderr, "Replays every scenario of --dir by default; exits 1 when an expectation is not met.")
+		fmt.Fprintln(stderr, "")
+		fmt.Fprintln(stderr, "--kubeconfig uses a real API server instead of the in-memory cluster (AWS stays simulated):")
+		fmt.Fprintln(stderr, "the replay REGISTERS AND DELETES NODES, creates, binds and deletes pods, and writes NodePools,")
+		fmt.Fprintln(stderr, "EC2NodeClasses and NodeClaims there. NEVER POINT IT AT A PRODUCTION CLUSTER. It refuses a cluster")
+		fmt.Fprintln(stderr, "that has any Node, NodeClaim or NodePool unless --force, needs Karpenter's CRDs installed")
+		fmt.Fprintln(stderr, "(kubectl apply -k deploy/), and deletes what it created when each scenario ends.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(reorderFlags(args)); err != nil {
@@ -52,6 +65,20 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	opts, closeLog, err := replayOptions(*logFile, *nodePools)
 	if err != nil {
 		fmt.Fprintf(stderr, "joiner replay: %v\n", err)
+		return 2
+	}
+	switch {
+	case *kubeconfig != "":
+		if opts.Server, err = replayServer(*kubeconfig, *kubeContext); err != nil {
+			closeLog()
+			fmt.Fprintf(stderr, "joiner replay: %v\n", err)
+			return 2
+		}
+		opts.Force = *force
+		fmt.Fprintf(stderr, "joiner replay: replaying against the API server %s (Nodes and pods are created and deleted there)\n", opts.Server.Host)
+	case *kubeContext != "" || *force:
+		closeLog()
+		fmt.Fprintln(stderr, "joiner replay: --context and --force need --kubeconfig")
 		return 2
 	}
 	defer closeLog()
@@ -144,6 +171,17 @@ func replayOptions(logFile, nodePools string) (replay.Options, func(), error) {
 	return opts, closeLog, nil
 }
 
+// replayServer loads the kubeconfig named on the command line; replay never falls
+// back to $KUBECONFIG or ~/.kube/config, so no cluster is used without being named.
+func replayServer(path, context string) (*rest.Config, error) {
+	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
 func writeChart(path string, runs []replayRun) error {
 	var results []*replay.Result
 	for _, r := range runs {
@@ -197,7 +235,7 @@ func hasValue(flag string) bool {
 
 func takesValue(flag string) bool {
 	switch flag {
-	case "-q", "--q", "-h", "--h", "-help", "--help":
+	case "-q", "--q", "-h", "--h", "-help", "--help", "-force", "--force":
 		return false
 	}
 	return true

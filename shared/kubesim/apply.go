@@ -48,12 +48,22 @@ func (c *Cluster) Apply(ctx context.Context, b *manifest.Bundle) error {
 	for _, ds := range b.DaemonSets {
 		ds = ds.DeepCopy()
 		ds.Namespace = defaultNS(ds.Namespace)
+		if err := c.realNamespace(ctx, ds.Namespace); err != nil {
+			return err
+		}
+		api := c.cs.AppsV1().DaemonSets(ds.Namespace)
 		err := upsert(func() error {
-			_, err := c.cs.AppsV1().DaemonSets(ds.Namespace).Create(ctx, ds, metav1.CreateOptions{})
+			_, err := api.Create(ctx, ds, metav1.CreateOptions{})
+			c.trackIf(err, daemonSetsGVR, ds.Namespace, ds.Name)
 			return err
 		},
 			func() error {
-				_, err := c.cs.AppsV1().DaemonSets(ds.Namespace).Update(ctx, ds, metav1.UpdateOptions{})
+				cur, err := api.Get(ctx, ds.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				ds.ResourceVersion = cur.ResourceVersion
+				_, err = api.Update(ctx, ds, metav1.UpdateOptions{})
 				return err
 			})
 		if err != nil {
@@ -63,12 +73,22 @@ func (c *Cluster) Apply(ctx context.Context, b *manifest.Bundle) error {
 	for _, pdb := range b.PDBs {
 		pdb = pdb.DeepCopy()
 		pdb.Namespace = defaultNS(pdb.Namespace)
+		if err := c.realNamespace(ctx, pdb.Namespace); err != nil {
+			return err
+		}
+		api := c.cs.PolicyV1().PodDisruptionBudgets(pdb.Namespace)
 		err := upsert(func() error {
-			_, err := c.cs.PolicyV1().PodDisruptionBudgets(pdb.Namespace).Create(ctx, pdb, metav1.CreateOptions{})
+			_, err := api.Create(ctx, pdb, metav1.CreateOptions{})
+			c.trackIf(err, pdbsGVR, pdb.Namespace, pdb.Name)
 			return err
 		},
 			func() error {
-				_, err := c.cs.PolicyV1().PodDisruptionBudgets(pdb.Namespace).Update(ctx, pdb, metav1.UpdateOptions{})
+				cur, err := api.Get(ctx, pdb.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				pdb.ResourceVersion = cur.ResourceVersion
+				_, err = api.Update(ctx, pdb, metav1.UpdateOptions{})
 				return err
 			})
 		if err != nil {
@@ -94,12 +114,26 @@ func (c *Cluster) applyPods(ctx context.Context, pods []*corev1.Pod) error {
 			namespaces[p.Namespace] = true
 			_, _ = c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace}}, metav1.CreateOptions{})
 		}
-		_, err := c.cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		if c.real != nil {
+			ownerUIDs(p)
+			c.stamp(p)
+		}
+		out, err := c.cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			continue
 		}
 		if err != nil {
 			return errf(err, "create pod %s/%s", p.Namespace, p.Name)
+		}
+		if c.real != nil {
+			c.real.track(podsGVR, out.Namespace, out.Name)
+			// A real API server drops the status given on create.
+			if p.Spec.NodeName != "" {
+				out.Status = p.Status
+				if _, err := c.cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, out, metav1.UpdateOptions{}); err != nil {
+					return errf(err, "start pod %s/%s", p.Namespace, p.Name)
+				}
+			}
 		}
 		c.adopt(p)
 	}
@@ -119,8 +153,27 @@ func (c *Cluster) applyNode(ctx context.Context, n *corev1.Node) error {
 	if _, ok := n.Labels[corev1.LabelHostname]; !ok {
 		n.Labels[corev1.LabelHostname] = n.Name
 	}
-	err := upsert(func() error { _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); return err },
-		func() error { _, err := c.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); return err })
+	api := c.cs.CoreV1().Nodes()
+	err := upsert(func() error {
+		out, err := api.Create(ctx, n, metav1.CreateOptions{})
+		if err == nil && c.real != nil {
+			c.real.track(nodesGVR, "", n.Name)
+			err = c.writeNodeStatus(ctx, out, n.Status)
+		}
+		return err
+	},
+		func() error {
+			cur, err := api.Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.ResourceVersion = cur.ResourceVersion
+			out, err := api.Update(ctx, n, metav1.UpdateOptions{})
+			if err == nil && c.real != nil {
+				err = c.writeNodeStatus(ctx, out, n.Status)
+			}
+			return err
+		})
 	return errf(err, "apply node %s", n.Name)
 }
 
@@ -142,8 +195,16 @@ func (c *Cluster) applyCRD(ctx context.Context, gvr schema.GroupVersionResource,
 	u := &unstructured.Unstructured{Object: m}
 	u.SetAPIVersion(apiVersion)
 	u.SetKind(kind)
-	res := c.clients.Dynamic.Resource(gvr)
-	_, err = res.Create(ctx, u, metav1.CreateOptions{})
+	res := c.dyn.Resource(gvr)
+	out, err := res.Create(ctx, u, metav1.CreateOptions{})
+	if err == nil && c.real != nil {
+		c.real.track(gvr, "", u.GetName())
+		// The CRDs serve status as a subresource: a real API server drops it on create.
+		if st, ok := u.Object["status"]; ok && st != nil {
+			out.Object["status"] = st
+			_, err = res.UpdateStatus(ctx, out, metav1.UpdateOptions{})
+		}
+	}
 	if apierrors.IsAlreadyExists(err) {
 		cur, gerr := res.Get(ctx, u.GetName(), metav1.GetOptions{})
 		if gerr != nil {
@@ -159,6 +220,21 @@ func (c *Cluster) applyCRD(ctx context.Context, gvr schema.GroupVersionResource,
 		_, err = res.Update(ctx, u, metav1.UpdateOptions{})
 	}
 	return errf(err, "apply %s %s", kind, u.GetName())
+}
+
+// realNamespace creates a namespace on a real API server (the in-memory one needs none).
+func (c *Cluster) realNamespace(ctx context.Context, ns string) error {
+	if c.real == nil {
+		return nil
+	}
+	return c.ensureNamespace(ctx, ns)
+}
+
+// trackIf records an object created on a real API server.
+func (c *Cluster) trackIf(err error, gvr schema.GroupVersionResource, ns, name string) {
+	if err == nil {
+		c.real.track(gvr, ns, name)
+	}
 }
 
 func upsert(create, update func() error) error {
@@ -190,7 +266,7 @@ func (c *Cluster) Delete(ctx context.Context, kind, name string) error {
 	var err error
 	switch kind {
 	case "Pod":
-		err = c.cs.CoreV1().Pods(ns).Delete(ctx, n, metav1.DeleteOptions{})
+		err = c.deletePod(ctx, ns, n)
 	case "Node":
 		err = c.cs.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{})
 	case "PodDisruptionBudget":
@@ -198,11 +274,11 @@ func (c *Cluster) Delete(ctx context.Context, kind, name string) error {
 	case "DaemonSet":
 		err = c.cs.AppsV1().DaemonSets(ns).Delete(ctx, n, metav1.DeleteOptions{})
 	case karpenter.NodePoolKind:
-		err = c.clients.Dynamic.Resource(kube.NodePoolGVR).Delete(ctx, n, metav1.DeleteOptions{})
+		err = c.dyn.Resource(kube.NodePoolGVR).Delete(ctx, n, metav1.DeleteOptions{})
 	case karpenter.NodeClassKind:
-		err = c.clients.Dynamic.Resource(kube.NodeClassGVR).Delete(ctx, n, metav1.DeleteOptions{})
+		err = c.dyn.Resource(kube.NodeClassGVR).Delete(ctx, n, metav1.DeleteOptions{})
 	case karpenter.NodeClaimKind:
-		err = c.clients.Dynamic.Resource(kube.NodeClaimGVR).Delete(ctx, n, metav1.DeleteOptions{})
+		err = c.dyn.Resource(kube.NodeClaimGVR).Delete(ctx, n, metav1.DeleteOptions{})
 	default:
 		if !workloadKinds[kind] {
 			return fmt.Errorf("kubesim: delete %s %s: unknown kind", kind, name)

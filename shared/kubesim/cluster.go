@@ -18,6 +18,12 @@
 //   - the API server's own behaviour the handlers rely on: generateName, UIDs,
 //     creation timestamps, and deletion held by finalizers.
 //
+// NewReal runs the same kubelet, scheduler and controllers against a real API server
+// instead, which does finalizers, deletion and eviction itself: the controllers act
+// only through kubernetes.Interface and dynamic.Interface, bind pods through the
+// pods/binding subresource and write pod, node and PDB status through the status
+// subresource; the emulation above stays with the fake.
+//
 // Nothing runs in the background: Step advances every controller once, at the time
 // Config.Now reports. The caller (the replay driver) decides when.
 package kubesim
@@ -33,6 +39,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -72,10 +79,13 @@ type Config struct {
 // the API clients it hands out are safe for concurrent use, as client-go's are.
 type Cluster struct {
 	cfg     Config
-	cs      *fake.Clientset
-	dyn     *dynamicfake.FakeDynamicClient
+	cs      kubernetes.Interface
+	dyn     dynamic.Interface
 	clients *kube.Clients
-	api     *apiServer
+	// api emulates the API server over the fake clients; nil against a real one.
+	api *apiServer
+	// real is what NewReal keeps: the objects this cluster created, to clean up.
+	real *realServer
 
 	mu        sync.Mutex
 	workloads map[workloadKey]*workload
@@ -131,11 +141,20 @@ func (c *Cluster) Step(ctx context.Context) (*Report, error) {
 	if err := c.kubelet(ctx, r); err != nil {
 		return r, err
 	}
-	writes := c.api.writes.Load()
-	if writes == c.stepWrites {
-		return r, nil // nothing changed since the last step: nothing to react to
+	if c.real != nil {
+		// A real server's writes are not counted here: react every step, and finish
+		// what a kubelet and the pod garbage collector would (terminating pods, pods
+		// of deleted nodes).
+		if err := c.finishTerminating(ctx); err != nil {
+			return r, err
+		}
+	} else {
+		writes := c.api.writes.Load()
+		if writes == c.stepWrites {
+			return r, nil // nothing changed since the last step: nothing to react to
+		}
+		defer func() { c.stepWrites = c.api.writes.Load() }()
 	}
-	defer func() { c.stepWrites = c.api.writes.Load() }()
 	// One list of the pods serves the other controllers: each keeps it current with
 	// what it changes (a list of 5,000 pods is the step's largest cost).
 	pods, err := c.listPods(ctx)

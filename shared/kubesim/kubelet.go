@@ -95,8 +95,15 @@ func (c *Cluster) register(ctx context.Context, nc *karpenter.NodeClaim, in awss
 	if _, ok := node.Status.Allocatable[corev1.ResourcePods]; !ok && node.Status.Allocatable != nil {
 		node.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("110")
 	}
-	if _, err := c.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	out, err := c.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", errf(err, "register node %s", in.ID)
+	}
+	if err == nil && c.real != nil {
+		c.real.track(nodesGVR, "", in.ID)
+		if err := c.writeNodeStatus(ctx, out, node.Status); err != nil {
+			return "", err
+		}
 	}
 	c.nodes[nc.Status.ProviderID] = in.ID
 	c.logf("node registered", "node", in.ID, "nodeclaim", nc.Name, "type", in.InstanceType, "capacityType", in.CapacityType, "zone", in.Zone)
@@ -115,6 +122,9 @@ func (c *Cluster) liftStartupTaints(ctx context.Context, n *corev1.Node, nc *kar
 		return nil
 	}
 	_, err := c.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return nil // Joiner wrote the node meanwhile (a real server): the next step retries
+	}
 	return errf(err, "lift startup taints of node %s", n.Name)
 }
 
@@ -157,7 +167,7 @@ func (c *Cluster) deletePodsOn(ctx context.Context, node string) ([]string, erro
 		if p.Spec.NodeName != node {
 			continue
 		}
-		if err := c.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if err := c.deletePod(ctx, p.Namespace, p.Name); err != nil && !apierrors.IsNotFound(err) {
 			return lost, errf(err, "delete pod %s/%s", p.Namespace, p.Name)
 		}
 		if _, ok := controllerOf(&p); !ok && !isDaemon(&p) {
@@ -168,7 +178,7 @@ func (c *Cluster) deletePodsOn(ctx context.Context, node string) ([]string, erro
 }
 
 func (c *Cluster) listNodeClaims(ctx context.Context) ([]*karpenter.NodeClaim, error) {
-	list, err := c.clients.Dynamic.Resource(kube.NodeClaimGVR).List(ctx, metav1.ListOptions{})
+	list, err := c.dyn.Resource(kube.NodeClaimGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, errf(err, "list NodeClaims")
 	}

@@ -117,6 +117,9 @@ func ready(n *corev1.Node) bool {
 // bind does what the scheduler's binding and the kubelet's start do: the pod is on
 // the node, running and ready.
 func (c *Cluster) bind(ctx context.Context, p *corev1.Pod, node string, now time.Time) (*corev1.Pod, error) {
+	if c.real != nil {
+		return c.bindReal(ctx, p, node, now)
+	}
 	p = p.DeepCopy()
 	p.Spec.NodeName = node
 	t := metav1.NewTime(now)
@@ -150,8 +153,8 @@ func (c *Cluster) markUnschedulable(ctx context.Context, p *corev1.Pod, msg stri
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 		Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.NewTime(c.cfg.Now())}}
 	if _, err := c.cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return false, nil // gone, or changed meanwhile (a real server): the next step sees it
 		}
 		return false, errf(err, "mark pod %s/%s unschedulable", p.Namespace, p.Name)
 	}

@@ -26,7 +26,7 @@ func newWaits() *waits { return &waits{open: map[types.UID]Wait{}} }
 
 func (w *waits) pending(p *corev1.Pod) {
 	if _, ok := w.open[p.UID]; !ok {
-		w.open[p.UID] = Wait{Pod: p.Namespace + "/" + p.Name, Created: p.CreationTimestamp.Time}
+		w.open[p.UID] = Wait{Pod: p.Namespace + "/" + p.Name, Created: createdAt(p)}
 	}
 }
 
@@ -49,7 +49,7 @@ func (w *waits) keepOnly(pending []*corev1.Pod) {
 func (w *waits) bound(p *corev1.Pod, now time.Time) {
 	rec, ok := w.open[p.UID]
 	if !ok {
-		rec = Wait{Pod: p.Namespace + "/" + p.Name, Created: p.CreationTimestamp.Time}
+		rec = Wait{Pod: p.Namespace + "/" + p.Name, Created: createdAt(p)}
 	}
 	delete(w.open, p.UID)
 	rec.Bound, rec.Wait = now, now.Sub(rec.Created)

@@ -115,23 +115,25 @@ func (c *Cluster) converge(ctx context.Context, k workloadKey, pods []*corev1.Po
 		p := w.template.DeepCopy()
 		p.Name = c.nextName(k, w, have)
 		have[p.Name] = true
+		c.stamp(p)
 		out, err := c.cs.CoreV1().Pods(k.Namespace).Create(ctx, p, metav1.CreateOptions{})
 		if err != nil {
 			return created, deleted, errf(err, "%s: create pod %s", k, p.Name)
 		}
+		c.real.track(podsGVR, out.Namespace, out.Name)
 		created = append(created, out)
 	}
 	deleted = map[types.UID]bool{}
 	if extra := len(pods) - w.replicas; extra > 0 {
 		// Newest first, as a ReplicaSet scales down.
 		sort.SliceStable(pods, func(i, j int) bool {
-			if !pods[i].CreationTimestamp.Equal(&pods[j].CreationTimestamp) {
-				return pods[j].CreationTimestamp.Before(&pods[i].CreationTimestamp)
+			if ci, cj := createdAt(pods[i]), createdAt(pods[j]); !ci.Equal(cj) {
+				return cj.Before(ci)
 			}
 			return pods[i].Name > pods[j].Name
 		})
 		for _, p := range pods[:extra] {
-			err := c.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+			err := c.deletePod(ctx, p.Namespace, p.Name)
 			if err != nil && !apierrors.IsNotFound(err) {
 				return created, deleted, errf(err, "%s: delete pod %s", k, p.Name)
 			}

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
@@ -29,6 +31,13 @@ type Options struct {
 	Progress io.Writer
 	// Log receives the handlers' JSON logs; nil discards them.
 	Log io.Writer
+	// Server, when set, is a real API server to replay against instead of the
+	// in-memory cluster: the kubelet/scheduler simulation registers Nodes, binds pods
+	// and recreates evicted ones there, and deletes what it created at the end. It
+	// must be an empty scratch cluster with Karpenter's CRDs installed; one with
+	// Nodes, NodeClaims or NodePools is refused unless Force is set.
+	Server *rest.Config
+	Force  bool
 }
 
 // invocationWallLimit bounds one invocation in wall time: simulated sleeps are
@@ -42,12 +51,16 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
-	defer r.sim.Close()
 	if err := r.loop(ctx); err != nil {
+		_ = r.close(ctx)
 		return nil, fmt.Errorf("scenario %s at %s: %w", sc.Name, fmtOffset(r.offset()), err)
 	}
 	if err := r.finish(ctx); err != nil {
+		_ = r.close(ctx)
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	if err := r.close(ctx); err != nil {
+		return nil, fmt.Errorf("scenario %s: clean up: %w", sc.Name, err)
 	}
 	r.res.Wall = time.Since(wall)
 	return r.res, nil

@@ -30,8 +30,12 @@ func newRun(ctx context.Context, sc *Scenario, opts Options) (*run, error) {
 	if opts.NodePools != nil {
 		bundle = withNodePools(bundle, opts.NodePools)
 	}
-	r := &run{sc: sc, opts: opts, start: sc.Start, end: sc.Start.Add(sc.Duration.D()), clock: awssim.NewFakeClock(sc.Start),
-		forwarderUp: *sc.Settings.Forwarder, nextTick: sc.Start, nextHour: sc.Start.Add(time.Hour)}
+	start := sc.Start
+	if opts.Server != nil {
+		start = realServerStart(start, time.Now())
+	}
+	r := &run{sc: sc, opts: opts, start: start, end: start.Add(sc.Duration.D()), clock: awssim.NewFakeClock(start),
+		forwarderUp: *sc.Settings.Forwarder, nextTick: start, nextHour: start.Add(time.Hour)}
 	r.res = &Result{Scenario: sc.Name, Description: sc.Description, NodePools: opts.NodePoolsName, Simulated: sc.Duration.D(),
 		Invocations: map[string]int{}}
 	logOut := opts.Log
@@ -42,9 +46,17 @@ func newRun(ctx context.Context, sc *Scenario, opts Options) (*run, error) {
 	if err := r.startAWS(ctx); err != nil {
 		return nil, err
 	}
-	r.kc = kubesim.New(kubesim.Config{Now: r.clock.Now, Instances: r.sim, RegisterAfter: sc.Settings.RegisterAfter.D(), Log: r.log})
+	kcfg := kubesim.Config{Now: r.clock.Now, Instances: r.sim, RegisterAfter: sc.Settings.RegisterAfter.D(), Log: r.log}
+	if opts.Server != nil {
+		if r.kc, err = kubesim.NewReal(ctx, kcfg, opts.Server, opts.Force); err != nil {
+			r.sim.Close()
+			return nil, err
+		}
+	} else {
+		r.kc = kubesim.New(kcfg)
+	}
 	if err := r.kc.Apply(ctx, bundle); err != nil {
-		r.sim.Close()
+		_ = r.close(ctx)
 		return nil, err
 	}
 	r.cfg = handlers.Config{ClusterName: sc.Cluster, Region: r.sim.Region(), AccountID: r.account, Rebalance: sc.Settings.Rebalance,
@@ -53,7 +65,7 @@ func newRun(ctx context.Context, sc *Scenario, opts Options) (*run, error) {
 	for _, name := range []string{handlers.Provisioner, handlers.Interruption, handlers.Consolidator} {
 		fn, err := handlers.NewFunction(name, r.newDeps(name))
 		if err != nil {
-			r.sim.Close()
+			_ = r.close(ctx)
 			return nil, err
 		}
 		fn.MetricsOut = io.Discard
@@ -61,6 +73,32 @@ func newRun(ctx context.Context, sc *Scenario, opts Options) (*run, error) {
 	}
 	r.rec.init(r, bundle)
 	return r, nil
+}
+
+// realServerStart is when a replay against a real API server starts in simulated
+// time: the scenario's start, unless that is less than a day after now, then the next
+// hour a day from now. The server stamps creationTimestamp with its own clock, and
+// the functions read those stamps as ages (emptiness, expiry, launch timeouts); with
+// simulated time ahead of the server's, they read as old rather than in the future,
+// so nothing waits forever on a timestamp from tomorrow.
+func realServerStart(start, now time.Time) time.Time {
+	if earliest := now.Add(24 * time.Hour); start.Before(earliest) {
+		return earliest.Truncate(time.Hour).Add(time.Hour)
+	}
+	return start
+}
+
+// close releases the simulated AWS and, on a real API server, deletes what the
+// replay created there.
+func (r *run) close(ctx context.Context) error {
+	defer r.sim.Close()
+	if r.kc == nil {
+		return nil
+	}
+	// A cancelled replay still cleans up.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	return r.kc.Cleanup(cctx)
 }
 
 func (r *run) startAWS(ctx context.Context) error {
