@@ -129,6 +129,11 @@ func newState(in Input) *state {
 		budgets: map[string]*poolBudget{}, removed: map[string]bool{}, blockSet: map[string]bool{},
 		extra: map[string][]*corev1.Pod{}, reqs: map[*corev1.Pod]corev1.ResourceList{}, free: map[string]room{},
 		compact: map[string]packer.NodeState{}}
+	// Every simulation of the decision solves the same catalog: derive its
+	// labels, allocatable and offering order once, not per simulation.
+	if !s.opts.Packer.Prepared.Fits(s.snap.Catalog) {
+		s.opts.Packer.Prepared = packer.Prepare(s.snap.Catalog)
+	}
 	for _, np := range s.snap.NodePools {
 		if np != nil {
 			s.pools[np.Name] = np

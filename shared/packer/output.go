@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
@@ -126,7 +125,7 @@ func (s *solver) allocatableText(p *poolInfo, z, i int) map[string]string {
 	if c.allocText == nil {
 		// From the catalog, not the solve's vector: it also names resources no pod
 		// asked for (the GPUs of a node that only got CPU pods).
-		al := catalog.Allocatable(c.it, p.over)
+		al := c.res.alloc
 		c.allocText = make(map[string]string, len(al))
 		for n, q := range al {
 			c.allocText[string(n)] = formatQuantity(n, quantityValue(n, q))

@@ -19,15 +19,20 @@ import (
 // cand is one way to launch a node of a pool: an instance type in a zone with a
 // capacity type. Candidates of a (pool, zone) are sorted cheapest first.
 type cand struct {
-	it     *catalog.InstanceType
-	ct     string
-	price  float64
-	alloc  vec               // node allocatable
-	avail  vec               // allocatable less the DaemonSets that land on it
-	cap    vec               // capacity, what pool limits count
-	base   map[string]string // the type's and pool's labels, shared by its offerings
-	labels map[string]string // base plus the offering's labels, built on first use
+	it    *catalog.InstanceType
+	ct    string
+	price float64
+	alloc vec // node allocatable
+	avail vec // allocatable less the DaemonSets that land on it
+	cap   vec // capacity, what pool limits count
+	// labels are every label of the node, from prep on first use (see
+	// Prepared.nodeLabelsOf); pool, ti and oi say which.
+	labels map[string]string
+	prep   *Prepared
+	pool   *poolInfo
+	ti, oi int32
 	offer  catalog.Offering
+	res    *typeRes // allocatable and capacity as resource lists
 	// allocText is alloc rendered for the plan, filled on first use.
 	allocText map[string]string
 }
@@ -54,6 +59,8 @@ type poolInfo struct {
 	nodes    int64
 	unusable string
 	over     catalog.Overhead
+	overKey  string // over's key in Prepared.res
+	labelKey string // labels' key in Prepared.nodeLabels
 }
 
 // wellKnownKey reports keys whose values come from the instance type or offering;
@@ -201,70 +208,70 @@ func untolerated(tols []corev1.Toleration, taints []corev1.Taint, strict bool) (
 func (s *solver) buildCandidates(p *poolInfo) {
 	over := catalog.OverheadFor(p.nc)
 	p.over = over
+	p.overKey = overheadKey(over)
+	p.labelKey = poolLabelKey(p.labels)
 	p.cands = make([][]cand, len(s.zones))
 	p.maxAvail = make([]vec, len(s.zones))
 	reqs := p.np.Spec.Template.Spec.Requirements
 	types := s.snap.Catalog.InstanceTypes
-	for ti := range types {
-		it := &types[ti]
-		base := s.typeLabels(ti, p)
-		// Requirements on the type's own labels are checked once per type; the
-		// zone, region and capacity type once per offering.
-		match := true
-		for _, r := range reqs {
-			if !wellKnownKey(r.Key) || offeringKey(r.Key) {
-				continue
-			}
-			if !r.MatchesLabels(base) {
-				match = false
-				break
-			}
-		}
-		if !match {
-			continue
-		}
-		var alloc, capv vec
-		computed := false
-		for _, o := range it.Offerings {
-			if !o.Available {
-				continue
-			}
-			z, ok := s.zoneIdx[o.Zone]
-			if !ok {
-				continue
-			}
-			get := func(k string) (string, bool) {
-				switch k {
-				case corev1.LabelTopologyZone:
-					return o.Zone, true
-				case karpenter.CapacityTypeLabelKey:
-					return o.CapacityType, true
-				case corev1.LabelTopologyRegion:
-					r := catalog.RegionOfZone(o.Zone)
-					return r, r != ""
-				}
-				v, ok := base[k]
-				return v, ok
-			}
+	prep := s.prep
+	// Requirements on the type's own labels are checked once per type (pool
+	// labels override the type's, as on the node); the zone, region and capacity
+	// type once per offering.
+	typeOK := make([]int8, len(types)) // 0 unchecked, 1 matches, -1 does not
+	typeMatches := func(ti int) bool {
+		if typeOK[ti] == 0 {
+			typeOK[ti] = 1
+			il := prep.labels[ti]
 			for _, r := range reqs {
-				if offeringKey(r.Key) {
-					v, ok := get(r.Key)
-					if !r.Matches(v, ok) {
-						match = false
-						break
-					}
+				if !wellKnownKey(r.Key) || offeringKey(r.Key) {
+					continue
+				}
+				v, ok := p.labels[r.Key]
+				if !ok {
+					v, ok = il[r.Key]
+				}
+				if !r.Matches(v, ok) {
+					typeOK[ti] = -1
+					break
 				}
 			}
-			if !match {
-				match = true
+		}
+		return typeOK[ti] > 0
+	}
+	var res []*typeRes // per type, looked up on first use
+	var vecs []*[2]vec // per type: allocatable and capacity on this solve's dimensions
+	picked := make([]offerRef, 0, 64)
+	for z, zone := range s.zones {
+		picked = picked[:0]
+		sorted := true
+		for _, ref := range prep.zoneOrder[zone] {
+			it := &types[ref.ti]
+			o := &it.Offerings[ref.oi]
+			if !o.Available || !typeMatches(int(ref.ti)) || !offeringMatches(reqs, o) {
 				continue
 			}
-			if !computed {
-				alloc = s.dims.vec(catalog.Allocatable(it, over))
-				capv = s.dims.vec(catalog.CapacityFor(it, over))
-				computed = true
+			if n := len(picked); n > 0 && compareOffers(types, picked[n-1], ref) > 0 {
+				sorted = false // prices changed since Prepare: sort below
 			}
-			c := cand{it: it, ct: o.CapacityType, price: o.PricePerHour, alloc: alloc, avail: alloc, cap: capv, base: base, offer: o}
+			picked = append(picked, ref)
+		}
+		cs := make([]cand, 0, len(picked))
+		for _, ref := range picked {
+			ti := int(ref.ti)
+			it := &types[ti]
+			if vecs == nil {
+				res = make([]*typeRes, len(types))
+				vecs = make([]*[2]vec, len(types))
+			}
+			if vecs[ti] == nil {
+				res[ti] = prep.resources(ti, p.overKey, over)
+				vecs[ti] = &[2]vec{s.dims.vecOf(res[ti].allocQ), s.dims.vecOf(res[ti].capQ)}
+			}
+			alloc := vecs[ti][0]
+			c := cand{it: it, ct: it.Offerings[ref.oi].CapacityType, price: it.Offerings[ref.oi].PricePerHour,
+				alloc: alloc, avail: alloc, cap: vecs[ti][1], prep: prep, pool: p, ti: ref.ti, oi: ref.oi,
+				offer: it.Offerings[ref.oi], res: res[ti]}
 			for _, d := range s.daemonsets {
 				if s.dsLands(d, c.fullLabels(), p.taints) {
 					c.avail = c.avail.sub(d.req)
@@ -273,13 +280,15 @@ func (s *solver) buildCandidates(p *poolInfo) {
 			if !(vec{}).fits(c.avail) {
 				continue // the DaemonSets alone overflow it
 			}
-			p.cands[z] = append(p.cands[z], c)
+			cs = append(cs, c)
 		}
+		if !sorted {
+			cs = sortCands(cs)
+		}
+		p.cands[z] = cs
 	}
 	any := false
-	for z := range p.cands {
-		cs := sortCands(p.cands[z])
-		p.cands[z] = cs
+	for z, cs := range p.cands {
 		for i := range cs {
 			p.maxAvail[z] = p.maxAvail[z].maxWith(cs[i].avail)
 		}
@@ -288,6 +297,31 @@ func (s *solver) buildCandidates(p *poolInfo) {
 	if !any {
 		p.unusable = "no available instance type offering satisfies its requirements"
 	}
+}
+
+// offeringMatches checks the requirements an offering decides (zone, region,
+// capacity type).
+func offeringMatches(reqs []karpenter.NodeSelectorRequirementWithMinValues, o *catalog.Offering) bool {
+	for _, r := range reqs {
+		if !offeringKey(r.Key) {
+			continue
+		}
+		var v string
+		var ok bool
+		switch r.Key {
+		case corev1.LabelTopologyZone:
+			v, ok = o.Zone, true
+		case karpenter.CapacityTypeLabelKey:
+			v, ok = o.CapacityType, true
+		case corev1.LabelTopologyRegion:
+			v = catalog.RegionOfZone(o.Zone)
+			ok = v != ""
+		}
+		if !r.Matches(v, ok) {
+			return false
+		}
+	}
+	return true
 }
 
 // sortCands orders a zone's candidates cheapest first, spot before on-demand at
@@ -327,28 +361,7 @@ func offeringKey(k string) bool {
 // fullLabels returns every label a node of this candidate carries.
 func (c *cand) fullLabels() map[string]string {
 	if c.labels == nil {
-		c.labels = catalog.WithOffering(c.base, c.offer)
+		c.labels = c.prep.nodeLabelsOf(c.pool.labelKey, c.pool.labels, int(c.ti), int(c.oi))
 	}
 	return c.labels
-}
-
-// typeLabels returns the labels of type ti in pool p: the type's own labels,
-// computed once per solve, and the pool's.
-func (s *solver) typeLabels(ti int, p *poolInfo) map[string]string {
-	if s.instLabels == nil {
-		s.instLabels = make([]map[string]string, len(s.snap.Catalog.InstanceTypes))
-	}
-	il := s.instLabels[ti]
-	if il == nil {
-		il = catalog.InstanceLabels(&s.snap.Catalog.InstanceTypes[ti])
-		s.instLabels[ti] = il
-	}
-	l := make(map[string]string, len(il)+len(p.labels))
-	for k, v := range il {
-		l[k] = v
-	}
-	for k, v := range p.labels {
-		l[k] = v
-	}
-	return l
 }

@@ -20,6 +20,11 @@ type Options struct {
 	// MaxOptions caps the instance-type options kept per new node; 60 is
 	// CreateFleet's override limit and the default.
 	MaxOptions int
+	// Prepared is the snapshot catalog's Prepare result, for callers that solve
+	// the same catalog repeatedly. It is used only when it was prepared from the
+	// snapshot's catalog (same pointer, same types and offerings); otherwise, and
+	// when nil, Solve prepares the catalog itself. Plans are the same either way.
+	Prepared *Prepared
 }
 
 // Search widths: how many nodes a pod looks at in the slack index before it
@@ -128,8 +133,8 @@ type solver struct {
 	pods       []*podInfo
 	nodes      []*node
 	trees      map[[2]int]*btree.BTreeG[slackRef]
-	instLabels []map[string]string // per catalog type, filled on first use
-	treeKeys   [][2]int            // sorted: existing nodes (-1) first, then pools by index; zones in order
+	prep       *Prepared
+	treeKeys   [][2]int // sorted: existing nodes (-1) first, then pools by index; zones in order
 	probe      *corev1.Node
 	newCount   map[string]int // new nodes written per pool, for their names
 	// existingZoneMask holds the zones of existing nodes: spread domains even when
@@ -160,6 +165,10 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 		return plan
 	}
 	plan.Region = snap.Catalog.Region
+	s.prep = opts.Prepared
+	if !s.prep.Fits(snap.Catalog) {
+		s.prep = Prepare(snap.Catalog)
+	}
 	dimErr := s.registerDims()
 	s.buildZones()
 	s.buildDaemonSets()
@@ -291,9 +300,12 @@ func (s *solver) buildZones() {
 // preparePods computes requests, classes and topology terms of every pending pod,
 // and creates the topology groups running pods own (anti-affinity is symmetric).
 func (s *solver) preparePods(dimErr error) {
-	seen := map[string]bool{}
-	for _, pod := range s.snap.Pods {
-		p := &podInfo{pod: pod, key: podKey(pod), ns: pod.Namespace}
+	seen := make(map[string]bool, len(s.snap.Pods))
+	infos := make([]podInfo, len(s.snap.Pods)) // one allocation, not one per pod
+	s.pods = make([]*podInfo, 0, len(s.snap.Pods))
+	for i, pod := range s.snap.Pods {
+		p := &infos[i]
+		*p = podInfo{pod: pod, key: podKey(pod), ns: pod.Namespace}
 		if p.ns == "" {
 			p.ns = "default"
 		}
@@ -314,14 +326,16 @@ func (s *solver) preparePods(dimErr error) {
 			p.err = err.Error()
 			continue
 		}
-		for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
-			for _, port := range c.Ports {
-				if port.HostPort > 0 {
-					proto := string(port.Protocol)
-					if proto == "" {
-						proto = hostPortProt
+		for _, cs := range [2][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range cs {
+				for _, port := range cs[i].Ports {
+					if port.HostPort > 0 {
+						proto := string(port.Protocol)
+						if proto == "" {
+							proto = hostPortProt
+						}
+						p.ports = append(p.ports, portKey{proto, port.HostPort})
 					}
-					p.ports = append(p.ports, portKey{proto, port.HostPort})
 				}
 			}
 		}

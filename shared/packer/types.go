@@ -60,7 +60,8 @@ type NewNode struct {
 	// fall back along them (InstanceType is Options[0]).
 	Options []string `json:"options"`
 	// Labels is every label the node will carry (well-known and template).
-	// Nodes of the same offering may share the map: copy it before changing it.
+	// Nodes of the same offering may share the map, also across solves given the
+	// same Options.Prepared: copy it before changing it.
 	Labels map[string]string `json:"labels"`
 	Taints []corev1.Taint    `json:"taints,omitempty"`
 	// Allocatable may be shared like Labels.
