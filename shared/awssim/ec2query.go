@@ -69,7 +69,7 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request, body []byte) {
 
 	s.mu.Lock()
 	s.advance()
-	reqID := s.w.uuid()
+	reqID := s.w.requestID()
 	h, known := ec2Actions[action]
 	if !known {
 		e := errf(http.StatusBadRequest, "InvalidAction", "The action %s is not valid for this web service.", action)

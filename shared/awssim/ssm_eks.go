@@ -52,7 +52,7 @@ func (s *Sim) serveJSONCall(w http.ResponseWriter, r *http.Request, service, act
 	call := Call{Service: service, Action: action, Params: summarizeJSON(body), Attempt: attemptOf(r)}
 	s.mu.Lock()
 	s.advance()
-	reqID := s.w.uuid()
+	reqID := s.w.requestID()
 	adm := s.admit(service, action)
 	s.mu.Unlock()
 	s.sleepFor(r.Context(), adm)

@@ -51,6 +51,10 @@ type world struct {
 	region, account string
 	rng             *rand.Rand // IDs
 	faultRNG        *rand.Rand // fault rates, kept apart so faults don't shift IDs
+	// reqRNG draws request and event IDs, kept apart from rng so that how many
+	// requests arrive (reads, SDK retries, a client's concurrent lookups) does not
+	// shift the IDs of what the simulator creates.
+	reqRNG *rand.Rand
 
 	instances  *table[Instance]
 	subnets    *table[Subnet]
@@ -81,6 +85,7 @@ func newWorld(region, account string, rng *rand.Rand) *world {
 		account:    account,
 		rng:        rng,
 		faultRNG:   rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())),
+		reqRNG:     rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())),
 		instances:  newTable[Instance](),
 		subnets:    newTable[Subnet](),
 		sgs:        newTable[SecurityGroup](),
@@ -110,10 +115,15 @@ func (w *world) hexID(prefix string, n int) string {
 }
 
 // uuid returns a random (deterministic per seed) UUID-shaped string.
-func (w *world) uuid() string {
+func (w *world) uuid() string { return uuidFrom(w.rng) }
+
+// requestID is a request's (or an emitted event's) UUID, from reqRNG.
+func (w *world) requestID() string { return uuidFrom(w.reqRNG) }
+
+func uuidFrom(r *rand.Rand) string {
 	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], w.rng.Uint64())
-	binary.BigEndian.PutUint64(b[8:], w.rng.Uint64())
+	binary.BigEndian.PutUint64(b[:8], r.Uint64())
+	binary.BigEndian.PutUint64(b[8:], r.Uint64())
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
@@ -438,7 +448,7 @@ func (s *Sim) eventEnvelope(detailType string, at time.Time, instanceID string, 
 	w := s.w
 	ev := map[string]any{
 		"version":     "0",
-		"id":          w.uuid(),
+		"id":          w.requestID(),
 		"detail-type": detailType,
 		"source":      "aws.ec2",
 		"account":     w.account,

@@ -564,3 +564,47 @@ func TestUserDataLabelsDropOfferingLabels(t *testing.T) {
 		t.Errorf("got %v", got)
 	}
 }
+
+// TestConfirmLaunchedChecksTagsInOneRead: a launch makes no read of its own; one
+// DescribeInstances afterwards checks every launch's tags and puts back any that
+// are missing, and a second call has nothing left to check.
+func TestConfirmLaunchedChecksTagsInOneRead(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		nc := e.loadClass("al2023.yaml")
+		p := e.provider()
+		var ids []string
+		for _, claim := range []string{"general-a", "general-b"} {
+			inst, err := p.Launch(ctx, cpuRequest(nc, claim, []string{"m6i.large"}, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, inst.ID)
+		}
+		if n := e.proxy.count("DescribeInstances"); n != 0 {
+			t.Errorf("%d DescribeInstances during the launches, want none", n)
+		}
+		owner := "kubernetes.io/cluster/" + testCluster
+		_, err := e.ec2.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: []string{ids[0]},
+			Tags: []ec2types.Tag{{Key: aws.String(owner)}, {Key: aws.String(TagNodeClaim)}}})
+		e.must(err)
+		if err := p.ConfirmLaunched(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.proxy.count("DescribeInstances"); n != 1 {
+			t.Errorf("%d DescribeInstances to confirm two launches, want 1", n)
+		}
+		for i, id := range ids {
+			tags := tagMap(e.instance(id).Tags)
+			if tags[owner] != "owned" || tags[TagNodeClaim] != []string{"general-a", "general-b"}[i] {
+				t.Errorf("instance %s tags after ConfirmLaunched: %v", id, tags)
+			}
+		}
+		if n := e.proxy.count("CreateTags"); n != 1 {
+			t.Errorf("%d CreateTags, want 1 (for the instance that lost its tags)", n)
+		}
+		if err := p.ConfirmLaunched(ctx); err != nil || e.proxy.count("DescribeInstances") != 1 {
+			t.Errorf("second ConfirmLaunched: error %v, %d DescribeInstances in all; want nothing more to check", err, e.proxy.count("DescribeInstances"))
+		}
+	})
+}

@@ -172,8 +172,12 @@ func (d *Deps) interrupt(ctx context.Context, st *kube.ClusterState, id string, 
 		// interruption acting without the lease: a disruption cut off before its
 		// clean-up, or one that runs out of time anyway. Finish it.
 	}
-	if it.taintOnly && node != nil && !it.gone {
-		// A hint, not a notice: the node keeps its pods; new ones prefer other nodes.
+	if it.taintOnly {
+		if node == nil {
+			// A hint, not a notice: nothing to taint until the node registers.
+			return fmt.Sprintf("%s: NodeClaim %s has no node yet; nothing to taint", it.reason, nc.Name), nil
+		}
+		// The node keeps its pods; new ones prefer other nodes.
 		if err := d.Cluster.TaintRebalance(ctx, st, node.Name); err != nil {
 			if errors.Is(err, kube.ErrNotOwned) {
 				return "", nil

@@ -161,7 +161,7 @@ func nominationNote(target string, pods []string) string {
 func (d *Deps) launchJobs(ctx context.Context, cat *catalog.Catalog, jobs []*launchJob, reason string) {
 	created := make(chan *launchJob, len(jobs))
 	allCreated := make(chan struct{})
-	func() {
+	go func() {
 		defer close(created)
 		defer close(allCreated)
 		for _, j := range jobs {
@@ -194,9 +194,8 @@ func (d *Deps) launchJobs(ctx context.Context, cat *catalog.Catalog, jobs []*lau
 		}
 		j.inst = inst
 		j.rec, j.price = launchRecord(cat, j.class, j.nn, inst)
-		<-allCreated
 		wg.Add(1)
-		func() {
+		go func() {
 			defer wg.Done()
 			<-allCreated
 			sem <- struct{}{}
