@@ -190,5 +190,8 @@ func (c *Cluster) listNodeClaims(ctx context.Context) ([]*karpenter.NodeClaim, e
 		}
 		out = append(out, nc)
 	}
+	// The fake tracker lists in map order; the simulation must not depend on it, or two
+	// replays of one scenario register (and then schedule onto) nodes in different orders.
+	slices.SortFunc(out, func(a, b *karpenter.NodeClaim) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
