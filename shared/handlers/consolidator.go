@@ -50,7 +50,7 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 	snap := st.Snapshot
 	snap.Catalog = cat
 	dec := disruption.Decide(disruption.Input{Now: d.now(), Snapshot: &snap, NodeClaims: st.NodeClaims, PDBs: st.PDBs,
-		Options: disruption.Options{MinSavingsFraction: d.Config.MinSavingsFraction}})
+		Options: disruption.Options{MinSavingsFraction: d.Config.MinSavingsFraction, Packer: packer.Options{Prepared: d.preparedFor(cat)}}})
 	for _, w := range dec.Warnings {
 		d.log().Warn("consolidation input", "warning", w)
 	}

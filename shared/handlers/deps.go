@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
+	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
 
 // Cloud is the EC2 side the handlers call; *cloud.Provider implements it.
@@ -44,6 +46,30 @@ type Deps struct {
 	// cat is the invocation's catalog, read once: an event naming several
 	// instances must not repeat the EC2 and pricing reads per instance.
 	cat *catalog.Catalog
+	// prepared is the container's prepared catalog (nil outside Function.Invoke).
+	prepared *preparedCatalog
+}
+
+// preparedCatalog keeps the last packer.Prepared of a warm container. Each invocation
+// reads a fresh catalog (availability and prices change), mostly of the same types:
+// PrepareFrom carries over what depends on the types alone.
+type preparedCatalog struct {
+	mu sync.Mutex
+	p  *packer.Prepared
+}
+
+// preparedFor returns cat prepared for the packer, reusing the container's previous
+// preparation for the types whose facts did not change.
+func (d *Deps) preparedFor(cat *catalog.Catalog) *packer.Prepared {
+	if d.prepared == nil {
+		return packer.Prepare(cat)
+	}
+	d.prepared.mu.Lock()
+	defer d.prepared.mu.Unlock()
+	if !d.prepared.p.Fits(cat) {
+		d.prepared.p = packer.PrepareFrom(d.prepared.p, cat)
+	}
+	return d.prepared.p
 }
 
 func (d *Deps) now() time.Time {

@@ -63,6 +63,9 @@ type Function struct {
 	// MetricsOut receives the EMF line (stdout in Lambda).
 	MetricsOut io.Writer
 	seen       *dedupe
+	// prepared carries the packer's catalog-only work (labels, allocatable) from one
+	// invocation of a warm container to the next.
+	prepared preparedCatalog
 }
 
 // NewFunction returns the named function over a dependency factory.
@@ -110,6 +113,7 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.name, err)
 	}
+	d.prepared = &f.prepared
 	log := d.log().With("function", f.name, "event", sum.Event, "eventId", sum.EventID)
 	d.Log = log
 	if d.Metrics == nil {
