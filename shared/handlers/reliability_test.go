@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -314,29 +313,7 @@ func TestConsolidationKilledMidDrainIsUntaintedAndFinished(t *testing.T) {
 	w := newWorld(t)
 	w.fastRetries()
 	ctx := context.Background()
-	w.pending(t, "big", 2, "2")
-	mustDeliver(t, w.fresh(t, Provisioner, fnOpts{}), tick(t, "scheduled-rule.json", "p")(0))
-	nodes := w.registerNew(t)
-	if len(nodes) != 2 {
-		t.Fatalf("registered %v, want 2 nodes", nodes)
-	}
-	// As in TestConsolidatorCutOffMidDrainIsFinishedByTheNextTick: the second node,
-	// holding one small pod that fits next to the first node's pod, is the one to go.
-	w.bind(t, nodes[0], "big-0")
-	patch := `{"metadata":{"annotations":{"` + karpenter.DoNotDisruptAnnotation + `":"true"}}}`
-	if _, err := w.cs.CoreV1().Pods(w.ns).Patch(ctx, "big-0", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.cs.CoreV1().Pods(w.ns).Delete(ctx, "big-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-		t.Fatal(err)
-	}
-	small := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: w.ns, Labels: map[string]string{"app": "small"}},
-		Spec: corev1.PodSpec{NodeName: nodes[1], TerminationGracePeriodSeconds: new(int64), Containers: []corev1.Container{{Name: "c", Image: "busybox",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: mustQty("500m"), corev1.ResourceMemory: mustQty("512Mi")}}}}}}
-	if _, err := w.cs.CoreV1().Pods(w.ns).Create(ctx, small, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	unblock := w.blockEvictions(t, "small")
+	nodes, unblock := w.consolidationCandidate(t)
 
 	w.killedDisruption(t, nodes[1], skewed(10*time.Minute), 2*time.Second, true, false)
 

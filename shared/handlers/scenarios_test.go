@@ -222,29 +222,7 @@ func TestConsolidatorCutOffMidDrainIsFinishedByTheNextTick(t *testing.T) {
 	w := newWorld(t)
 	w.fastRetries()
 	ctx := context.Background()
-	w.pending(t, "big", 2, "2")
-	mustDeliver(t, w.fresh(t, Provisioner, fnOpts{}), tick(t, "scheduled-rule.json", "p")(0))
-	nodes := w.registerNew(t)
-	if len(nodes) != 2 {
-		t.Fatalf("registered %v, want 2 nodes", nodes)
-	}
-	// The first node keeps its 2-CPU pod (do-not-disrupt); the second's pod is
-	// replaced by a small one that fits next to it: the second node is the one to go.
-	w.bind(t, nodes[0], "big-0")
-	patch := `{"metadata":{"annotations":{"` + karpenter.DoNotDisruptAnnotation + `":"true"}}}`
-	if _, err := w.cs.CoreV1().Pods(w.ns).Patch(ctx, "big-0", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.cs.CoreV1().Pods(w.ns).Delete(ctx, "big-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-		t.Fatal(err)
-	}
-	small := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: w.ns, Labels: map[string]string{"app": "small"}},
-		Spec: corev1.PodSpec{NodeName: nodes[1], TerminationGracePeriodSeconds: new(int64), Containers: []corev1.Container{{Name: "c", Image: "busybox",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: mustQty("500m"), corev1.ResourceMemory: mustQty("512Mi")}}}}}}
-	if _, err := w.cs.CoreV1().Pods(w.ns).Create(ctx, small, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	unblock := w.blockEvictions(t, "small")
+	nodes, unblock := w.consolidationCandidate(t)
 	later := fnOpts{now: skewed(10 * time.Minute)}
 
 	cctx, cancel := context.WithTimeout(ctx, 4*time.Second)
@@ -377,3 +355,33 @@ func TestInterruptionRebalanceModes(t *testing.T) {
 }
 
 func mustQty(s string) resource.Quantity { return resource.MustParse(s) }
+
+// consolidationCandidate builds two Joiner nodes of which the second is the one to
+// consolidate: the first keeps its 2-CPU pod (do-not-disrupt), the second's pod is
+// replaced by a small one that fits next to it, and a PodDisruptionBudget-like refusal
+// blocks that pod's eviction until unblock is called.
+func (w *world) consolidationCandidate(t *testing.T) (nodes []string, unblock func()) {
+	t.Helper()
+	ctx := context.Background()
+	w.pending(t, "big", 2, "2")
+	mustDeliver(t, w.fresh(t, Provisioner, fnOpts{}), tick(t, "scheduled-rule.json", "p")(0))
+	nodes = w.registerNew(t)
+	if len(nodes) != 2 {
+		t.Fatalf("registered %v, want 2 nodes", nodes)
+	}
+	w.bind(t, nodes[0], "big-0")
+	patch := `{"metadata":{"annotations":{"` + karpenter.DoNotDisruptAnnotation + `":"true"}}}`
+	if _, err := w.cs.CoreV1().Pods(w.ns).Patch(ctx, "big-0", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cs.CoreV1().Pods(w.ns).Delete(ctx, "big-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	small := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: w.ns, Labels: map[string]string{"app": "small"}},
+		Spec: corev1.PodSpec{NodeName: nodes[1], TerminationGracePeriodSeconds: new(int64), Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: mustQty("500m"), corev1.ResourceMemory: mustQty("512Mi")}}}}}}
+	if _, err := w.cs.CoreV1().Pods(w.ns).Create(ctx, small, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return nodes, w.blockEvictions(t, "small")
+}
