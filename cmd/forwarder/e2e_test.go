@@ -17,9 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,37 +42,6 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// motoBus creates Joiner's bus, an SQS queue and a rule with the stack's Pending Pods
-// pattern delivering to it, and returns the queue URL.
-func motoBus(t testing.TB, ctx context.Context, eb *eventbridge.Client, q *sqs.Client, bus string) string {
-	t.Helper()
-	if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(bus)}); err != nil {
-		t.Fatal(err)
-	}
-	qo, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("pending-pods")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: qo.QueueUrl,
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pattern, err := json.Marshal(events.PendingPodsPattern())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("pending-pods"), EventBusName: aws.String(bus),
-		EventPattern: aws.String(string(pattern))}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String("pending-pods"), EventBusName: aws.String(bus),
-		Targets: []ebtypes.Target{{Id: aws.String("queue"), Arn: aws.String(attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)])}}}); err != nil {
-		t.Fatal(err)
-	}
-	return aws.ToString(qo.QueueUrl)
 }
 
 func createPod(t testing.TB, ctx context.Context, core corev1client.CoreV1Interface, ns, name string, unschedulable bool, mutate ...func(*corev1.Pod)) {
@@ -124,7 +91,7 @@ func TestForwarderEndToEnd(t *testing.T) {
 	}
 	q := sqs.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(ep),
 		Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")})
-	queue := motoBus(t, ctx, eb, q, "joiner-e2e")
+	queue := mototest.RulesToQueue(t, ctx, eb, q, "pending-pods", mototest.Rule{Name: "pending-pods", Bus: "joiner-e2e", Pattern: events.PendingPodsPattern()})
 
 	core, err := corev1client.NewForConfig(env.Config)
 	if err != nil {
@@ -217,7 +184,7 @@ func TestForwarderEndToEndSplitsLargeBatches(t *testing.T) {
 		Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")}
 	eb := eventbridge.NewFromConfig(awsCfg)
 	q := sqs.NewFromConfig(awsCfg)
-	queue := motoBus(t, ctx, eb, q, "joiner-split")
+	queue := mototest.RulesToQueue(t, ctx, eb, q, "pending-pods", mototest.Rule{Name: "pending-pods", Bus: "joiner-split", Pattern: events.PendingPodsPattern()})
 	core, err := corev1client.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)

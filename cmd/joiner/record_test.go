@@ -333,40 +333,10 @@ type Duration = replay.Duration
 // the queue as a target.
 func recordingQueue(t *testing.T, ctx context.Context, eb *eventbridge.Client, q *sqs.Client) string {
 	t.Helper()
-	if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String("joiner-record")}); err != nil {
-		t.Fatal(err)
-	}
-	qo, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("joiner-record")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: qo.QueueUrl,
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	arn := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
-	for _, r := range []struct {
-		name, bus string
-		p         events.Pattern
-	}{
-		{"ec2", "default", events.InterruptionEC2Pattern()},
-		{"health", "default", events.InterruptionHealthPattern()},
-		{"pods", "joiner-record", events.PendingPodsPattern()},
-	} {
-		pattern, err := json.Marshal(r.p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(r.name), EventBusName: aws.String(r.bus), EventPattern: aws.String(string(pattern))}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(r.name), EventBusName: aws.String(r.bus),
-			Targets: []ebtypes.Target{{Id: aws.String("record"), Arn: aws.String(arn)}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return aws.ToString(qo.QueueUrl)
+	return mototest.RulesToQueue(t, ctx, eb, q, "joiner-record",
+		mototest.Rule{Name: "ec2", Bus: "default", Pattern: events.InterruptionEC2Pattern()},
+		mototest.Rule{Name: "health", Bus: "default", Pattern: events.InterruptionHealthPattern()},
+		mototest.Rule{Name: "pods", Bus: "joiner-record", Pattern: events.PendingPodsPattern()})
 }
 
 // seedRecordCluster creates a node with a pod on it, two pending pods, a DaemonSet
