@@ -86,8 +86,23 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fs.Usage()
 		return 2
 	}
+	// A failed recording leaves no half-written scenario behind: what this run
+	// created (the folder, or its events/ inside a folder that was there) goes again.
+	created := f.out
+	if _, err := os.Stat(f.out); err == nil {
+		created = filepath.Join(f.out, "events")
+		if _, err := os.Stat(created); err == nil {
+			created = ""
+		}
+	}
+	undo := func() {
+		if created != "" {
+			_ = os.RemoveAll(created)
+		}
+	}
 	if err := os.MkdirAll(filepath.Join(f.out, "events"), 0o755); err != nil {
 		fmt.Fprintf(stderr, "joiner record: %v\n", err)
+		undo()
 		return 1
 	}
 	var (
@@ -105,11 +120,13 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "joiner record: %v\n", err)
+		undo()
 		return 1
 	}
 	sum, err := writeScenario(context.WithoutCancel(ctx), f, evs, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "joiner record: %v\n", err)
+		undo()
 		if in != nil {
 			if rerr := in.release(); rerr != nil {
 				fmt.Fprintf(stderr, "joiner record: the messages stay invisible until their timeout: %v\n", rerr)

@@ -252,6 +252,9 @@ func TestRecordQueueEndToEnd(t *testing.T) {
 	if visible := queueDepth(t, ctx, q, queue); visible[0] != "8" || visible[1] != "0" {
 		t.Fatalf("after a failed recording the queue holds %v (visible, in flight), want all 8 messages visible\n%s", visible, e.String())
 	}
+	if _, err := os.Stat(failed); !os.IsNotExist(err) {
+		t.Errorf("a failed recording left %s behind (stat: %v)", failed, err)
+	}
 	out := filepath.Join(t.TempDir(), "recorded")
 	// Seven events reach the queue: six through the rules (the scheduled one matches
 	// none; the second batch is an EventBridge event with an id of its own) and the
