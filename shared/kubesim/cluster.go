@@ -98,8 +98,8 @@ type Cluster struct {
 	stepWrites uint64
 }
 
-// New returns an empty cluster (no objects, Karpenter's CRDs served).
-func New(cfg Config) *Cluster {
+// withDefaults fills what cfg leaves unset.
+func (cfg Config) withDefaults() Config {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -112,6 +112,12 @@ func New(cfg Config) *Cluster {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	return cfg
+}
+
+// New returns an empty cluster (no objects, Karpenter's CRDs served).
+func New(cfg Config) *Cluster {
+	cfg = cfg.withDefaults()
 	// NewSimpleClientset, not NewClientset: the latter's field-managed tracker builds
 	// a REST mapper on every write, which made it the replay's largest cost.
 	cs := fake.NewSimpleClientset() //nolint:staticcheck // deliberate, see above

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 )
 
@@ -87,18 +85,7 @@ var ErrNotScratch = errors.New("kubesim: the cluster is not empty")
 // never a production one. Karpenter's CRDs (deploy/crds) must be installed; Joiner's
 // namespace is created when missing. Call Cleanup when done.
 func NewReal(ctx context.Context, cfg Config, rc *rest.Config, force bool) (*Cluster, error) {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Catalog == nil {
-		cfg.Catalog = catalog.Embedded()
-	}
-	if cfg.RegisterAfter <= 0 {
-		cfg.RegisterAfter = DefaultRegisterAfter
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
+	cfg = cfg.withDefaults()
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubesim: kubernetes client: %w", err)
