@@ -142,8 +142,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		r := measure(c, *runs, log)
 		if bin != "" {
 			timeProcess(ctx, sp, r, bin, tmp, *runs, log)
-		} else {
-			r.procErr = procNote
+		} else if *process {
+			r.procErr = procNote // the build failed
 		}
 		results = append(results, r)
 	}

@@ -390,7 +390,7 @@ func (s *solver) assign(p *podInfo, n *node, idx int, cls *podClass) {
 	}
 	n.used = n.used.add(p.req)
 	n.pods = append(n.pods, p)
-	p.placedOn = n
+	p.placedOn, p.cls = n, cls
 	for _, pk := range p.ports {
 		if n.ports == nil {
 			n.ports = map[portKey]bool{}

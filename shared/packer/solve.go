@@ -60,6 +60,7 @@ type podInfo struct {
 	size     float64
 	err      string
 	placedOn *node
+	cls      *podClass   // the class it was placed under (planned and existing nodes)
 	classes  []slotClass // per relaxation level, computed on first use
 	// prefTerms are the preferred node-affinity terms, heaviest first.
 	prefTerms []corev1.NodeSelectorTerm
@@ -224,6 +225,7 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 	for _, p := range failed {
 		p.err = s.diagnose(p)
 	}
+	s.rebalance()
 	s.downsize()
 	s.finish(plan)
 	return plan
