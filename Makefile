@@ -15,8 +15,10 @@ all: build
 
 build: joiner functions forwarder
 
+# joiner (plan, validate, catalog) and joiner-run (replay, invoke, record, sim),
+# which joiner starts for those commands: see cmd/internal/cli.
 joiner:
-	$(GO) build -trimpath -o bin/joiner ./cmd/joiner
+	$(GO) build -trimpath -o bin/ ./cmd/joiner ./cmd/joiner-run
 
 # The in-cluster forwarder (linux, static; the image's architecture is yours to pick).
 forwarder:

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
@@ -18,11 +20,7 @@ import (
 )
 
 func init() {
-	register(command{
-		name:    "catalog",
-		summary: "print the instance catalog (embedded or --catalog FILE) as a table or JSON",
-		run:     runCatalog,
-	})
+	register(cli.Command{Name: "catalog", Summary: "print the instance catalog (embedded or --catalog FILE) as a table or JSON", Run: runCatalog})
 }
 
 func runCatalog(_ context.Context, args []string, stdout, stderr io.Writer) int {
@@ -51,7 +49,7 @@ func runCatalog(_ context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 
-	cat, err := catalogFromFlag(*file)
+	cat, err := catalog.LoadOrEmbedded(*file)
 	if err != nil {
 		fmt.Fprintf(stderr, "joiner catalog: %v\n", err)
 		return 1
@@ -81,15 +79,6 @@ func runCatalog(_ context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
-}
-
-// catalogFromFlag returns the catalog a --catalog flag selects: the file when
-// given, else the embedded one.
-func catalogFromFlag(path string) (*catalog.Catalog, error) {
-	if path == "" {
-		return catalog.Embedded(), nil
-	}
-	return catalog.Load(path)
 }
 
 // writeCatalogTable prints one row per type with the figures a user compares

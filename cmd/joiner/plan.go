@@ -15,6 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
@@ -23,19 +25,13 @@ import (
 )
 
 func init() {
-	register(command{name: "plan", summary: "plan node launches for the pending pods in manifests (offline)", run: runPlan})
+	register(cli.Command{Name: "plan", Summary: "plan node launches for the pending pods in manifests (offline)", Run: runPlan})
 }
-
-// pathList is a repeatable -f flag.
-type pathList []string
-
-func (p *pathList) String() string     { return strings.Join(*p, ",") }
-func (p *pathList) Set(v string) error { *p = append(*p, v); return nil }
 
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var paths pathList
+	var paths cli.PathList
 	fs.Var(&paths, "f", "a manifest file or folder (repeatable): NodePools, EC2NodeClasses, NodeClaims, Nodes, Pods, DaemonSets, workloads")
 	catalogPath := fs.String("catalog", "", "instance catalog JSON (default: the embedded us-east-1 catalog)")
 	region := fs.String("region", "", "region the plan is for (must match the catalog's)")
@@ -120,11 +116,7 @@ func loadSnapshot(paths []string, catalogPath, region string, stderr io.Writer) 
 	}
 	catc := make(chan loaded, 1)
 	go func() {
-		if catalogPath == "" {
-			catc <- loaded{cat: catalog.Embedded()}
-			return
-		}
-		c, err := catalog.Load(catalogPath)
+		c, err := catalog.LoadOrEmbedded(catalogPath)
 		catc <- loaded{c, err}
 	}()
 	b, err := manifest.Load(paths...)

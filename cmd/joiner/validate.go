@@ -7,15 +7,13 @@ import (
 	"io"
 	"strings"
 
+	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
+
 	"github.com/joiner-autoscaler/joiner/shared/manifest"
 )
 
 func init() {
-	register(command{
-		name:    "validate",
-		summary: "check NodePool, EC2NodeClass and workload manifests (files or folders)",
-		run:     runValidate,
-	})
+	register(cli.Command{Name: "validate", Summary: "check NodePool, EC2NodeClass and workload manifests (files or folders)", Run: runValidate})
 }
 
 // fileFlags is validate's repeatable -f flag.

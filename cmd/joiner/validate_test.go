@@ -29,8 +29,8 @@ func lines(s string) []string {
 }
 
 func TestValidateRegistered(t *testing.T) {
-	c, ok := commands["validate"]
-	if !ok || c.summary == "" {
+	c, ok := commands.Lookup("validate")
+	if !ok || c.Summary == "" {
 		t.Fatal("validate is not registered")
 	}
 	var out, errb bytes.Buffer

@@ -150,6 +150,15 @@ func Embedded() *Catalog { return embedded() }
 // EmbeddedJSON returns the embedded catalog's JSON exactly as compiled in.
 func EmbeddedJSON() []byte { return slices.Clone(embeddedJSON()) }
 
+// LoadOrEmbedded is Load, or the embedded catalog when path is empty (what a
+// --catalog flag left unset means).
+func LoadOrEmbedded(path string) (*Catalog, error) {
+	if path == "" {
+		return Embedded(), nil
+	}
+	return Load(path)
+}
+
 // Load reads and validates a catalog file. Errors name the file and, for bad
 // entries, the field path and instance type (for example
 // `catalog.json: instanceTypes[3] (m5.large): vcpu: must be positive, got 0`).

@@ -9,15 +9,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
+
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
 )
 
 func init() {
-	register(command{
-		name:    "sim",
-		summary: "serve the wire-level AWS simulator (EC2, SSM, EKS, Secrets Manager) on loopback",
-		run:     runSim,
-	})
+	register(cli.Command{Name: "sim", Summary: cli.RunSummary("sim"), Run: runSim})
 }
 
 const simUsage = `usage: joiner sim serve [--addr 127.0.0.1:PORT] [--state FILE] [--catalog FILE]
@@ -65,7 +64,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg := awssim.Config{Addr: *addr, Logger: logger}
-	cat, err := catalogFromFlag(*catFile)
+	cat, err := catalog.LoadOrEmbedded(*catFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "joiner sim serve: --catalog: %v\n", err)
 		return 1

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
+
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -17,7 +19,7 @@ import (
 )
 
 func init() {
-	register(command{name: "replay", summary: "replay scenarios on simulated AWS and an in-memory (or scratch) cluster, with costs", run: runReplay})
+	register(cli.Command{Name: "replay", Summary: cli.RunSummary("replay"), Run: runReplay})
 }
 
 // replayRun is one scenario's result, with the what-if run when asked for.

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -26,7 +28,7 @@ import (
 )
 
 func init() {
-	register(command{name: "record", summary: "record real events (an SQS queue or a JSON-lines file) as a replayable scenario", run: runRecord})
+	register(cli.Command{Name: "record", Summary: cli.RunSummary("record"), Run: runRecord})
 }
 
 const recordUsage = `usage: joiner record --out DIR (--queue URL [--duration D | --max N] | --from FILE)
@@ -48,7 +50,7 @@ type recorded struct {
 }
 
 type recordFlags struct {
-	paths                                                                   pathList
+	paths                                                                   cli.PathList
 	out, queue, from, kubeconfig, kubeContext, cluster, description, region string
 	duration                                                                time.Duration
 	max                                                                     int

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go/logging"
@@ -21,7 +23,7 @@ import (
 )
 
 func init() {
-	register(command{name: "invoke", summary: "run one function's Lambda handler on an event, locally (simulated AWS and cluster, or --live)", run: runInvoke})
+	register(cli.Command{Name: "invoke", Summary: cli.RunSummary("invoke"), Run: runInvoke})
 }
 
 const invokeUsage = `usage: joiner invoke FUNCTION -e EVENT.json [-f PATH]... [--scenario NAME|DIR] [--cluster NAME] [-o table|json] [--dry-run]
@@ -46,7 +48,7 @@ type invokeOutput struct {
 
 type invokeFlags struct {
 	event, scenario, scenarioDir, cluster, output string
-	paths                                         pathList
+	paths                                         cli.PathList
 	live, dryRun                                  bool
 	kubeconfig, kubeContext, region               string
 }
