@@ -54,8 +54,12 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "joiner plan: unknown output format %q (want table or json)\n", *output)
 		return 2
 	}
-	// A plan is one short batch: trading memory for fewer collections makes it faster.
-	debug.SetGCPercent(400)
+	// A plan is one short batch that keeps most of what it allocates until it
+	// ends: collecting rarely makes it faster (2,000 pods: about 15% against
+	// GOGC=400, with the same 117 MiB peak RSS at 20,000 pods), and the soft limit
+	// still collects before a very large input grows the heap past 256 MiB.
+	debug.SetGCPercent(1600)
+	debug.SetMemoryLimit(256 << 20)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -71,7 +75,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	t0 := time.Now()
 
-	snap, region2, err := loadSnapshot(paths, *catalogPath, *region, stderr)
+	snap, prep, region2, err := loadSnapshot(paths, *catalogPath, *region, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "joiner plan: %v\n", err)
 		if errors.Is(err, errUsage) {
@@ -80,7 +84,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	t1 := time.Now()
-	plan := packer.Solve(snap, packer.Options{Explain: *explain})
+	plan := packer.Solve(snap, packer.Options{Explain: *explain, Prepared: prep})
 	plan.Region = region2
 	t2 := time.Now()
 	if *output == "json" {
@@ -106,35 +110,40 @@ var errUsage = errors.New("usage")
 
 // loadSnapshot reads manifests and the catalog into the engine's snapshot. Problems
 // in the manifests are reported on stderr and the objects they concern left out:
-// one bad document does not stop the plan.
-func loadSnapshot(paths []string, catalogPath, region string, stderr io.Writer) (*packer.Snapshot, string, error) {
-	// The catalog is read while the manifests are: reading them keeps a core busy
-	// only part of the time.
+// one bad document does not stop the plan. The catalog comes prepared for Solve.
+func loadSnapshot(paths []string, catalogPath, region string, stderr io.Writer) (*packer.Snapshot, *packer.Prepared, string, error) {
+	// The catalog is read and prepared while the manifests are read: that keeps
+	// a core busy only part of the time.
 	type loaded struct {
-		cat *catalog.Catalog
-		err error
+		cat  *catalog.Catalog
+		prep *packer.Prepared
+		err  error
 	}
 	catc := make(chan loaded, 1)
 	go func() {
 		c, err := catalog.LoadOrEmbedded(catalogPath)
-		catc <- loaded{c, err}
+		if err != nil {
+			catc <- loaded{err: err}
+			return
+		}
+		catc <- loaded{c, packer.Prepare(c), nil}
 	}()
 	b, err := manifest.Load(paths...)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: %v", errUsage, err)
+		return nil, nil, "", fmt.Errorf("%w: %v", errUsage, err)
 	}
 	for _, p := range b.Problems {
 		fmt.Fprintln(stderr, p.String())
 	}
 	lc := <-catc
 	if lc.err != nil {
-		return nil, "", lc.err
+		return nil, nil, "", lc.err
 	}
 	cat := lc.cat
 	if region == "" {
 		region = cat.Region
 	} else if region != cat.Region {
-		return nil, "", fmt.Errorf("the catalog covers %s, not %s: pass --catalog with a %s catalog", cat.Region, region, region)
+		return nil, nil, "", fmt.Errorf("the catalog covers %s, not %s: pass --catalog with a %s catalog", cat.Region, region, region)
 	}
 	snap := &packer.Snapshot{NodePools: b.NodePools, NodeClasses: b.NodeClasses, DaemonSets: b.DaemonSets, Catalog: cat}
 	byNode := map[string]int{}
@@ -169,7 +178,7 @@ func loadSnapshot(paths []string, catalogPath, region string, stderr io.Writer) 
 		}
 		snap.InFlight = append(snap.InFlight, c)
 	}
-	return snap, region, nil
+	return snap, lc.prep, region, nil
 }
 
 func writePlanTable(w io.Writer, plan *packer.Plan, explain bool) {

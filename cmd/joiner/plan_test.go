@@ -24,7 +24,7 @@ func planSeed(t *testing.T, dir string) *packer.Plan {
 	if err := json.Unmarshal(out.Bytes(), &plan); err != nil {
 		t.Fatalf("plan JSON: %v\n%s", err, out.String())
 	}
-	snap, _, err := loadSnapshot([]string{dir}, "", "", &bytes.Buffer{})
+	snap, _, _, err := loadSnapshot([]string{dir}, "", "", &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}

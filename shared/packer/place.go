@@ -2,6 +2,7 @@ package packer
 
 import (
 	"math"
+	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -640,28 +641,78 @@ func (s *solver) openIdx(pool *poolInfo, z, cheapest int, bits []uint64, p *podI
 		return cheapest
 	}
 	cs := pool.cands[z]
-	best, bestPPU := cheapest, s.pricePerUnit(&cs[cheapest], p)
-	for i := cheapest + 1; i < len(cs); i++ {
-		if !bitSet(bits, i) || !p.req.fits(cs[i].avail) {
+	ext := extMask(p)
+	bound := s.pricePerUnit(&cs[cheapest], ext) * (1 - 1e-6)
+	for _, v := range s.byValue(pool, z, bits, ext) {
+		if v.ppu >= bound {
+			break // the rest buy no more per dollar than the cheapest
+		}
+		i, c := int(v.i), &cs[v.i]
+		if i <= cheapest || c.price > openSpan*cs[cheapest].price || !p.req.fits(c.avail) ||
+			!s.limitOK(pool, c.cap, true) || !s.roomy(pool, c.cap) {
 			continue
 		}
-		if cs[i].price > openSpan*cs[cheapest].price {
-			break
-		}
-		ppu := s.pricePerUnit(&cs[i], p)
-		if ppu < bestPPU*(1-1e-6) && s.limitOK(pool, cs[i].cap, true) && s.roomy(pool, cs[i].cap) {
-			best, bestPPU = i, ppu
+		return i
+	}
+	return cheapest
+}
+
+// valued is a candidate index with its pricePerUnit.
+type valued struct {
+	i   int32
+	ppu float64
+}
+
+type valueKey struct {
+	pool, z int
+	bits    *uint64
+	ext     uint8
+}
+
+// byValue lists the candidates of a pool and zone that a class allows, best
+// pricePerUnit first (cheaper first among equals). The order depends only on the
+// class's bits and which extended resources the pod requests, so it is computed
+// once per solve for each: opening nodes used to rescan up to every candidate.
+func (s *solver) byValue(pool *poolInfo, z int, bits []uint64, ext uint8) []valued {
+	k := valueKey{pool.idx, z, &bits[0], ext}
+	if v, ok := s.valueOrder[k]; ok {
+		return v
+	}
+	cs := pool.cands[z]
+	var out []valued
+	for i := range cs {
+		if bitSet(bits, i) {
+			if u := s.pricePerUnit(&cs[i], ext); !math.IsInf(u, 1) {
+				out = append(out, valued{int32(i), u})
+			}
 		}
 	}
-	return best
+	sort.SliceStable(out, func(a, b int) bool { return out[a].ppu < out[b].ppu })
+	if s.valueOrder == nil {
+		s.valueOrder = map[valueKey][]valued{}
+	}
+	s.valueOrder[k] = out
+	return out
+}
+
+// extMask has bit d-dimPods-1 set for each extended resource d that p requests.
+func extMask(p *podInfo) uint8 {
+	var m uint8
+	for d := dimPods + 1; d < maxDims; d++ {
+		if p.req[d] > 0 {
+			m |= 1 << uint(d-dimPods-1)
+		}
+	}
+	return m
 }
 
 // pricePerUnit is a candidate's price over how many "units" of the pending demand
-// it holds, a unit being the demand vector scaled to one pod.
-func (s *solver) pricePerUnit(c *cand, p *podInfo) float64 {
+// it holds, a unit being the demand vector scaled to one pod. Extended resources
+// count only when ext (see extMask) says the pod requests them.
+func (s *solver) pricePerUnit(c *cand, ext uint8) float64 {
 	units := math.Inf(1)
 	for d := range s.demand {
-		if s.demand[d] <= 0 || (d > dimPods && p.req[d] == 0) {
+		if s.demand[d] <= 0 || (d > dimPods && ext&(1<<uint(d-dimPods-1)) == 0) {
 			continue
 		}
 		units = math.Min(units, float64(c.avail[d])/s.demand[d])

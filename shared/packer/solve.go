@@ -147,6 +147,8 @@ type solver struct {
 	zoneNew          []int
 	// demand is the pending pods' mean request per dimension (see pricePerUnit).
 	demand [maxDims]float64
+	// valueOrder caches byValue.
+	valueOrder map[valueKey][]valued
 }
 
 // Solve plans the snapshot. It never fails as a whole: a pod that cannot be
