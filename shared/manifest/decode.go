@@ -90,38 +90,44 @@ func splitJSON(text string) []rawDoc {
 var yamlLineRe = regexp.MustCompile(`line (\d+)`)
 
 // splitYAML cuts text at "---" lines into its non-empty documents, to be parsed by
-// parseYAMLDoc. Documents holding only blanks and comments are not counted.
+// parseYAMLDoc. Documents holding only blanks and comments are not counted. The
+// documents are substrings of text (only a "--- value" line is rewritten): a
+// large file is not copied line by line.
 func splitYAML(text string) ([]rawDoc, []string) {
 	var docs []rawDoc
 	var chunks []string
-	lines := strings.SplitAfter(text, "\n")
-	start := 0
+	start, startLine := 0, 1 // where the current document starts
+	lead := ""               // the value of a "--- value" line that opened it
 	flush := func(end int) {
-		if start >= end {
+		chunk := text[start:end]
+		if lead != "" {
+			chunk = lead + chunk
+		}
+		if chunk == "" || isBlankYAML(chunk) {
 			return
 		}
-		chunk := strings.Join(lines[start:end], "")
-		first := start + 1
-		start = end
-		if isBlankYAML(chunk) {
-			return
-		}
-		docs = append(docs, rawDoc{index: len(docs) + 1, line: first})
+		docs = append(docs, rawDoc{index: len(docs) + 1, line: startLine})
 		chunks = append(chunks, chunk)
 	}
-	for i, l := range lines {
-		t := strings.TrimRight(l, " \t\r\n")
+	line := 0
+	for off := 0; off < len(text); {
+		line++
+		end := len(text)
+		if nl := strings.IndexByte(text[off:], '\n'); nl >= 0 {
+			end = off + nl + 1
+		}
+		t := strings.TrimRight(text[off:end], " \t\r\n")
 		if t == "---" || strings.HasPrefix(t, "--- ") || strings.HasPrefix(t, "---\t") || t == "..." {
-			flush(i)
-			start = i + 1
+			flush(off)
+			start, startLine, lead = end, line+1, ""
 			if rest := strings.TrimSpace(strings.TrimPrefix(t, "---")); rest != "" && rest != "..." && !strings.HasPrefix(rest, "#") {
 				// "--- value" starts the document on the separator line itself.
-				lines[i] = rest + "\n"
-				start = i
+				lead, startLine = rest+"\n", line
 			}
 		}
+		off = end
 	}
-	flush(len(lines))
+	flush(len(text))
 	return docs, chunks
 }
 
@@ -196,7 +202,7 @@ func parallel(n int, fn func(i int)) {
 }
 
 func isBlankYAML(chunk string) bool {
-	for _, l := range strings.Split(chunk, "\n") {
+	for l := range strings.Lines(chunk) {
 		t := strings.TrimSpace(l)
 		if t != "" && !strings.HasPrefix(t, "#") {
 			return false

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // fastYAML parses the plain subset of YAML that manifests are written in (block
@@ -27,7 +28,12 @@ func fastYAML(text string) (tree any, ok bool) {
 			return nil, false
 		}
 	}
-	p := fastParser{}
+	buf := linePool.Get().(*[]fline)
+	p := fastParser{lines: (*buf)[:0]}
+	defer func() {
+		*buf = p.lines[:0]
+		linePool.Put(buf)
+	}()
 	p.split(text)
 	if p.bad || len(p.lines) == 0 {
 		return nil, false
@@ -51,6 +57,10 @@ type fline struct {
 	text   string
 }
 
+// linePool recycles the line index of each document: the tree keeps substrings
+// of the text, never the index.
+var linePool = sync.Pool{New: func() any { return new([]fline) }}
+
 type fastParser struct {
 	lines []fline
 	i     int
@@ -58,8 +68,9 @@ type fastParser struct {
 }
 
 func (p *fastParser) split(text string) {
-	n := strings.Count(text, "\n") + 1
-	p.lines = make([]fline, 0, n)
+	if n := strings.Count(text, "\n") + 1; cap(p.lines) < n {
+		p.lines = make([]fline, 0, n)
+	}
 	for len(text) > 0 {
 		var line string
 		if j := strings.IndexByte(text, '\n'); j >= 0 {
@@ -557,6 +568,9 @@ func (p *fastParser) resolve(s string) any {
 	}
 	// Timestamps stay strings (yaml.v2 keeps them as text in an interface{}), and
 	// no timestamp reads as a number below, so they need no test of their own.
+	if !numeric(s) {
+		return s // quantities ("500m", "4Gi") and the like: no parse attempts
+	}
 	plain := s
 	if strings.IndexByte(s, '_') >= 0 {
 		plain = strings.ReplaceAll(s, "_", "")
@@ -580,6 +594,20 @@ func (p *fastParser) resolve(s string) any {
 		return nil
 	}
 	return s
+}
+
+// numeric reports whether s holds only characters some YAML or Go number syntax
+// uses (digits, signs, '.', '_', exponents, hex digits and base prefixes).
+func numeric(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
+		case c == '+', c == '-', c == '.', c == '_', c == 'x', c == 'X', c == 'o', c == 'O':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // isDecimal reports whether s is a decimal integer that yaml.v2 and encoding/json

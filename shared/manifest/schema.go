@@ -131,18 +131,6 @@ func (w *walker) mapKey(path, k string) string {
 	return karpenter.MapKeyPath(path, k)
 }
 
-// keys returns m's keys, sorted for a full walk (problems come in a stable order).
-func (w *walker) keys(m map[string]any) []string {
-	if !w.quick {
-		return sortedKeys(m)
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
 // implementsUnmarshaler caches whether *t implements json.Unmarshaler.
 func implementsUnmarshaler(t reflect.Type) bool {
 	if v, ok := unmarshalerTypes.Load(t); ok {
@@ -228,7 +216,21 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 			return false
 		}
 		si := infoFor(t)
-		for _, k := range w.keys(m) {
+		if w.quick {
+			// Nothing is removed in a quick walk: the map can be ranged over as is.
+			for k, v := range m {
+				ft, known := si.fields[k]
+				if !known {
+					w.failed = true
+					return true
+				}
+				if !w.walk(v, ft, "") {
+					return false
+				}
+			}
+			return true
+		}
+		for _, k := range sortedKeys(m) { // problems come in a stable order
 			p := w.child(path, k)
 			ft, known := si.fields[k]
 			if !known {
@@ -268,7 +270,15 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 			w.fail(path, fmt.Sprintf("must be a mapping (key: value), got %s", describe(v)))
 			return false
 		}
-		for _, k := range w.keys(m) {
+		if w.quick {
+			for _, v := range m {
+				if !w.walk(v, t.Elem(), "") {
+					return false
+				}
+			}
+			return true
+		}
+		for _, k := range sortedKeys(m) { // problems come in a stable order
 			if !w.walk(m[k], t.Elem(), w.mapKey(path, k)) {
 				if w.quick {
 					return false
