@@ -46,12 +46,19 @@ func (b *Bundle) AddFile(name string, data []byte) {
 			parseYAMLDoc(&docs[i], chunks[i])
 		}
 		ctxs[i] = b.decodeDoc(name, docs[i])
+		if recycleTrees && ctxs[i].consumed && !ctxs[i].retains {
+			recycleTree(docs[i].tree)
+			docs[i].tree = nil
+		}
 	})
 	for _, d := range ctxs {
 		b.Files[len(b.Files)-1].Documents++
 		d.apply()
 	}
 }
+
+// recycleTrees is off only in the test that compares both ways.
+var recycleTrees = true
 
 // looksJSON reports whether text starts (after blanks) with { or [.
 func looksJSON(text string) bool {
@@ -262,6 +269,11 @@ type docCtx struct {
 	// on the bundle wait in effects for apply.
 	buffer  bool
 	effects []func()
+	// consumed is set when an object was decoded into typed values that keep
+	// nothing of the tree (Pods and workloads, by far the most numerous), retains
+	// when any other kind was read; a document consumed and not retained has its
+	// tree recycled.
+	consumed, retains bool
 }
 
 // later runs f, which touches the bundle, now or, while buffering, in apply.

@@ -57,6 +57,28 @@ type fline struct {
 	text   string
 }
 
+// mapPool recycles the mappings of documents whose tree was consumed whole (see
+// recycleTree): allocating a map per YAML mapping was the largest single cost of
+// reading a big file, in CPU and in fresh pages.
+var mapPool = sync.Pool{New: func() any { return make(map[string]any, 4) }}
+
+// recycleTree returns tree's mappings to mapPool. Only for trees nothing refers
+// to any more: the caller must have copied out everything it keeps.
+func recycleTree(tree any) {
+	switch x := tree.(type) {
+	case map[string]any:
+		for _, v := range x {
+			recycleTree(v)
+		}
+		clear(x)
+		mapPool.Put(x)
+	case []any:
+		for _, v := range x {
+			recycleTree(v)
+		}
+	}
+}
+
 // linePool recycles the line index of each document: the tree keeps substrings
 // of the text, never the index.
 var linePool = sync.Pool{New: func() any { return new([]fline) }}
@@ -107,7 +129,7 @@ func isSeqItem(s string) bool { return s[0] == '-' && (len(s) == 1 || s[1] == ' 
 
 // mapping reads a block mapping whose keys are indented n.
 func (p *fastParser) mapping(n int) any {
-	m := make(map[string]any, 4)
+	m := mapPool.Get().(map[string]any)
 	for !p.bad && p.i < len(p.lines) {
 		l := p.lines[p.i]
 		if l.indent < n {

@@ -198,6 +198,11 @@ func (d *docCtx) object(obj map[string]any, prefix string) {
 	obj["apiVersion"], obj["kind"] = want, readAs
 
 	switch readAs {
+	case "Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job":
+	default:
+		d.retains = true // not audited for references into the tree
+	}
+	switch readAs {
 	case karpenter.NodePoolKind:
 		d.nodePool(o, obj)
 	case karpenter.NodeClassKind:
@@ -359,6 +364,7 @@ func (d *docCtx) node(o *objCtx, obj map[string]any) {
 
 func (d *docCtx) pod(o *objCtx, obj map[string]any) {
 	p := decodeTyped[corev1.Pod](o, obj, nil, false)
+	d.consumed = true
 	o.meta("Pod", &p.ObjectMeta, true)
 	validatePodSpec(o, "spec", &p.Spec)
 	d.later(func() {

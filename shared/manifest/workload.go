@@ -41,6 +41,7 @@ func (d *docCtx) workload(o *objCtx, obj map[string]any, kind string) {
 	default:
 		return
 	}
+	d.consumed = true
 	o.meta(kind, meta, true)
 	n := 1
 	if count != nil {
