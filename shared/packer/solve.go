@@ -175,10 +175,17 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 	dimErr := s.registerDims()
 	s.buildZones()
 	s.buildDaemonSets()
-	s.buildPools()
 	s.topo = newTopology(s.zones)
 	s.zoneNew = make([]int, len(s.zones))
+	// Pools (candidates per zone) and pods (requests, topology terms) do not read
+	// each other: build them on two cores. Everything after is sequential.
+	pools := make(chan struct{})
+	go func() {
+		defer close(pools)
+		s.buildPools()
+	}()
 	s.preparePods(dimErr)
+	<-pools
 	s.addExisting()
 	s.existingZoneMask = s.existingZones()
 	s.seedCounts()
