@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -32,24 +34,36 @@ func assign(v any, rv reflect.Value) error {
 	}
 	switch t {
 	case quantityType:
-		var s string
-		switch x := v.(type) {
-		case string:
-			if jsonEscapes(x) {
-				// Quantity.UnmarshalJSON parses the escaped form.
-				return viaJSON(v, rv)
-			}
-			s = strings.TrimSpace(x)
-		case json.Number:
-			s = string(x)
-		default:
+		q, direct, err := quantityOf(v)
+		if !direct {
 			return viaJSON(v, rv)
 		}
-		q, err := resource.ParseQuantity(s)
 		if err != nil {
 			return err
 		}
 		rv.Set(reflect.ValueOf(q))
+		return nil
+	case resourceListType:
+		// Requests and limits: built as a typed map, not entry by entry through
+		// reflection.
+		m, ok := v.(map[string]any)
+		if !ok {
+			return viaJSON(v, rv)
+		}
+		if rv.IsNil() {
+			rv.Set(reflect.ValueOf(make(corev1.ResourceList, len(m))))
+		}
+		dst := rv.Interface().(corev1.ResourceList)
+		for k, x := range m {
+			q, direct, err := quantityOf(x)
+			if !direct {
+				return errFallback
+			}
+			if err != nil {
+				return err
+			}
+			dst[corev1.ResourceName(k)] = q
+		}
 		return nil
 	}
 	if t.Kind() == reflect.Pointer {
@@ -189,7 +203,27 @@ func assign(v any, rv reflect.Value) error {
 	return viaJSON(v, rv)
 }
 
+// quantityOf parses a tree value the way Quantity.UnmarshalJSON would; direct is
+// false when only encoding/json can say (escaped strings, other types).
+func quantityOf(v any) (q resource.Quantity, direct bool, err error) {
+	var s string
+	switch x := v.(type) {
+	case string:
+		if jsonEscapes(x) {
+			return q, false, nil // Quantity.UnmarshalJSON parses the escaped form
+		}
+		s = strings.TrimSpace(x)
+	case json.Number:
+		s = string(x)
+	default:
+		return q, false, nil
+	}
+	q, err = resource.ParseQuantity(s)
+	return q, true, err
+}
+
 var (
+	resourceListType    = reflect.TypeOf(corev1.ResourceList{})
 	errFallback         = errors.New("not decoded directly")
 	stringType          = reflect.TypeOf("")
 	textUnmarshalerType = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
