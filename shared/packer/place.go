@@ -378,16 +378,7 @@ func (s *solver) assign(p *podInfo, n *node, idx int, cls *podClass) {
 		cs := n.pool.cands[n.z]
 		n.pool.used = n.pool.used.add(cs[idx].cap.sub(cs[n.minIdx].cap))
 		n.minIdx = idx
-		cp := cls.perPool[n.pool.idx]
-		for i := range n.compat {
-			n.compat[i] &= cp.bits[n.z][i]
-		}
-		for k, v := range cp.extra {
-			if n.extra == nil {
-				n.extra = map[string]string{}
-			}
-			n.extra[k] = v
-		}
+		n.narrow(cls)
 	}
 	n.used = n.used.add(p.req)
 	n.pods = append(n.pods, p)
@@ -408,6 +399,21 @@ func (s *solver) assign(p *podInfo, n *node, idx int, cls *podClass) {
 		sl := n.slack()
 		n.ref = slackRef{mem: sl[dimMemory], cpu: sl[dimCPU], id: n.id, n: n}
 		n.tree.ReplaceOrInsert(n.ref)
+	}
+}
+
+// narrow restricts a planned node's candidates and labels to what a pod of cls
+// placed on it needs.
+func (n *node) narrow(cls *podClass) {
+	cp := cls.perPool[n.pool.idx]
+	for i := range n.compat {
+		n.compat[i] &= cp.bits[n.z][i]
+	}
+	for k, v := range cp.extra {
+		if n.extra == nil {
+			n.extra = map[string]string{}
+		}
+		n.extra[k] = v
 	}
 }
 

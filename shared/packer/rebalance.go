@@ -146,7 +146,7 @@ func (s *solver) rebalanceGroup(ns []*node) {
 	}
 	for _, n := range ns {
 		if touched[n] {
-			s.refreshCompat(n)
+			refreshCompat(n)
 		}
 	}
 }
@@ -268,21 +268,12 @@ func (s *solver) move(p *podInfo, from, to *node) {
 
 // refreshCompat recomputes a planned node's compatible candidates and extra
 // labels from the pods it now holds.
-func (s *solver) refreshCompat(n *node) {
+func refreshCompat(n *node) {
 	for i := range n.compat {
 		n.compat[i] = math.MaxUint64
 	}
 	n.extra = nil
 	for _, p := range n.pods {
-		cp := p.cls.perPool[n.pool.idx]
-		for i := range n.compat {
-			n.compat[i] &= cp.bits[n.z][i]
-		}
-		for k, v := range cp.extra {
-			if n.extra == nil {
-				n.extra = map[string]string{}
-			}
-			n.extra[k] = v
-		}
+		n.narrow(p.cls)
 	}
 }
