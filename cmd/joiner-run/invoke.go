@@ -12,12 +12,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
 	"github.com/joiner-autoscaler/joiner/shared/kube/access"
 )

@@ -16,13 +16,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
 	"github.com/joiner-autoscaler/joiner/events"
 	"github.com/joiner-autoscaler/joiner/shared/replay"
 )

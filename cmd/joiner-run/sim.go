@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
-
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 )

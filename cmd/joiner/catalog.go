@@ -11,10 +11,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
-
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )

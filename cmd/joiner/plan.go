@@ -15,10 +15,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
-
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/manifest"
 	"github.com/joiner-autoscaler/joiner/shared/packer"

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
-
 	"github.com/joiner-autoscaler/joiner/shared/manifest"
 )
 
