@@ -1,8 +1,9 @@
 package packer
 
 import (
+	"cmp"
 	"math"
-	"sort"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -693,7 +694,7 @@ func (s *solver) byValue(pool *poolInfo, z int, bits []uint64, ext uint8) []valu
 			}
 		}
 	}
-	sort.SliceStable(out, func(a, b int) bool { return out[a].ppu < out[b].ppu })
+	slices.SortStableFunc(out, func(a, b valued) int { return cmp.Compare(a.ppu, b.ppu) })
 	if s.valueOrder == nil {
 		s.valueOrder = map[valueKey][]valued{}
 	}

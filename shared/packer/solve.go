@@ -257,7 +257,15 @@ func (s *solver) registerDims() error {
 			}
 		}
 	}
+	var last *corev1.Container // replicas of one template share their containers
 	for _, p := range s.snap.Pods {
+		if len(p.Spec.Containers) > 0 && &p.Spec.Containers[0] == last && len(p.Spec.InitContainers) == 0 &&
+			p.Spec.Overhead == nil && p.Spec.Resources == nil {
+			continue
+		}
+		if len(p.Spec.Containers) > 0 {
+			last = &p.Spec.Containers[0]
+		}
 		for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 			for i := range cs {
 				reg(cs[i].Resources.Requests)
