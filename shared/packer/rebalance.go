@@ -34,7 +34,9 @@ func (s *solver) rebalance() {
 	groups := map[[2]int][]*node{}
 	var keys [][2]int
 	for _, n := range s.nodes {
-		if n.existing || len(n.pods) == 0 {
+		// A pool with minValues needs its nodes' options to span enough values; a
+		// pod moving in can narrow them, so its nodes keep what they were given.
+		if n.existing || len(n.pods) == 0 || len(n.pool.minVals) > 0 {
 			continue
 		}
 		k := [2]int{n.pool.idx, n.z}
