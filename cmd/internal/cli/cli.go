@@ -186,7 +186,8 @@ func findRunProgram() (string, error) {
 // PathList is a repeatable flag of paths (-f).
 type PathList []string
 
+// String joins the paths with commas (flag.Value).
 func (p *PathList) String() string { return strings.Join(*p, ",") }
 
-// Set appends v.
+// Set appends v (flag.Value).
 func (p *PathList) Set(v string) error { *p = append(*p, v); return nil }
