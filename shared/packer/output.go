@@ -60,6 +60,19 @@ func (s *solver) finalIdx(n *node) int {
 	return n.minIdx
 }
 
+// optionSpace returns an empty slice with room for n option names, cut from a
+// block shared by the plan's nodes: one allocation for all their lists instead of
+// several growing ones per node (the capacity is clipped, so no list can run into
+// the next).
+func (s *solver) optionSpace(n int) []string {
+	if cap(s.optionBlock)-len(s.optionBlock) < n {
+		s.optionBlock = make([]string, 0, max(n, 64*s.opts.MaxOptions))
+	}
+	start := len(s.optionBlock)
+	s.optionBlock = s.optionBlock[:start+n]
+	return s.optionBlock[start : start : start+n]
+}
+
 func (s *solver) newNode(n *node, pods []string) NewNode {
 	fi := s.finalIdx(n)
 	cs := n.pool.cands[n.z]
@@ -93,6 +106,9 @@ func (s *solver) newNode(n *node, pods []string) NewNode {
 	// filtering on the capacity type leaves no duplicates.
 	fitting := 0
 	keepAll := len(n.pool.minVals) > 0
+	if !keepAll {
+		nn.Options = s.optionSpace(min(s.opts.MaxOptions, len(cs)-fi))
+	}
 	for i := fi; i < len(cs); i++ {
 		if cs[i].ct != c.ct || !bitSet(n.compat, i) || !n.used.fits(cs[i].avail) {
 			continue

@@ -149,6 +149,8 @@ type solver struct {
 	demand [maxDims]float64
 	// valueOrder caches byValue.
 	valueOrder map[valueKey][]valued
+	// optionBlock backs the new nodes' option lists (see optionSpace).
+	optionBlock []string
 }
 
 // Solve plans the snapshot. It never fails as a whole: a pod that cannot be
