@@ -22,7 +22,6 @@ type cand struct {
 	it    *catalog.InstanceType
 	ct    string
 	price float64
-	alloc vec // node allocatable
 	avail vec // allocatable less the DaemonSets that land on it
 	cap   vec // capacity, what pool limits count
 	// labels are every label of the node, from prep on first use (see
@@ -31,9 +30,8 @@ type cand struct {
 	prep   *Prepared
 	pool   *poolInfo
 	ti, oi int32
-	offer  catalog.Offering
 	res    *typeRes // allocatable and capacity as resource lists
-	// allocText is alloc rendered for the plan, filled on first use.
+	// allocText is the allocatable (res) rendered for the plan, filled on first use.
 	allocText map[string]string
 }
 
@@ -268,10 +266,8 @@ func (s *solver) buildCandidates(p *poolInfo) {
 				res[ti] = prep.resources(ti, p.overKey, over)
 				vecs[ti] = &[2]vec{s.dims.vecOf(res[ti].allocQ), s.dims.vecOf(res[ti].capQ)}
 			}
-			alloc := vecs[ti][0]
 			c := cand{it: it, ct: it.Offerings[ref.oi].CapacityType, price: it.Offerings[ref.oi].PricePerHour,
-				alloc: alloc, avail: alloc, cap: vecs[ti][1], prep: prep, pool: p, ti: ref.ti, oi: ref.oi,
-				offer: it.Offerings[ref.oi], res: res[ti]}
+				avail: vecs[ti][0], cap: vecs[ti][1], prep: prep, pool: p, ti: ref.ti, oi: ref.oi, res: res[ti]}
 			for _, d := range s.daemonsets {
 				if s.dsLands(d, c.fullLabels(), p.taints) {
 					c.avail = c.avail.sub(d.req)
