@@ -2,6 +2,7 @@ package packer
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -60,6 +61,47 @@ func (s *solver) finalIdx(n *node) int {
 	return n.minIdx
 }
 
+// chooseCustomLabels gives a node a value for each multi-valued In requirement
+// its pool puts on a custom label (team In [a, b]) that none of its pods chose.
+// Karpenter labels such a node with one of the allowed values, so the node meets
+// its pool's requirements and pods selecting the label can use it; a node left
+// without one met neither. The first value, in the pool's order, that every pod
+// on the node accepts is taken.
+func (s *solver) chooseCustomLabels(n *node, c *cand) {
+	for _, r := range n.pool.custom {
+		if r.Operator != corev1.NodeSelectorOpIn || len(r.Values) < 2 {
+			continue
+		}
+		if _, set := n.extra[r.Key]; set {
+			continue
+		}
+		if _, set := n.pool.labels[r.Key]; set {
+			continue
+		}
+		for _, v := range r.Values {
+			extra := maps.Clone(n.extra)
+			if extra == nil {
+				extra = map[string]string{}
+			}
+			extra[r.Key] = v
+			if s.podsAccept(n, c, extra) {
+				n.extra = extra
+				break
+			}
+		}
+	}
+}
+
+// podsAccept reports whether every pod on n matches c's labels with extra.
+func (s *solver) podsAccept(n *node, c *cand, extra map[string]string) bool {
+	for _, p := range n.pods {
+		if p.cls != nil && !p.cls.generic && !s.matchLabels(p.cls, c.fullLabels(), extra) {
+			return false
+		}
+	}
+	return true
+}
+
 // optionSpace returns an empty slice with room for n option names, cut from a
 // block shared by the plan's nodes: one allocation for all their lists instead of
 // several growing ones per node (the capacity is clipped, so no list can run into
@@ -77,6 +119,7 @@ func (s *solver) newNode(n *node, pods []string) NewNode {
 	fi := s.finalIdx(n)
 	cs := n.pool.cands[n.z]
 	c := &cs[fi]
+	s.chooseCustomLabels(n, c)
 	s.newCount[n.pool.name]++
 	nn := NewNode{
 		Name:         fmt.Sprintf("%s-%d", n.pool.name, s.newCount[n.pool.name]),

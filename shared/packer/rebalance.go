@@ -249,6 +249,10 @@ func (s *solver) move(p *podInfo, from, to *node) {
 	from.used = from.used.sub(p.req)
 	to.used = to.used.add(p.req)
 	to.pods = append(to.pods, p)
+	// The destination takes p's constraints at once, so the next pod offered to
+	// it is checked against them; the source's, which can only loosen, are
+	// recomputed after the pass.
+	to.narrow(p.cls)
 	p.placedOn = to
 	for _, g := range p.matched {
 		if g.hostname {
