@@ -379,13 +379,8 @@ func targets(results []*result) []target {
 		if r.c.Pods < 1000 {
 			continue
 		}
-		if r.c.Name == "real-mixed-5000" {
-			// The issue times this case; its cost is reported for information. Its
-			// bound relaxes zones, while 40% of its pods must spread over three
-			// zones whose cheapest spot vCPU differs by up to 20%, and it counts
-			// hostname anti-affinity only within each group (planned alone, the
-			// groups cost 1.00-1.17 x their own bounds, 1.76 for the StatefulSets).
-			out = append(out, target{"info", fmt.Sprintf("cost / bound, %s: %.3f ($%.2f vs $%.2f/h; not an issue target, see cmd/packbench)",
+		if r.c.CostInfoOnly {
+			out = append(out, target{"info", fmt.Sprintf("cost / bound, %s: %.3f ($%.2f vs $%.2f/h; not an issue target, see workload.Case.CostInfoOnly)",
 				r.c.Name, r.cost/r.bound, r.cost, r.bound)})
 			continue
 		}

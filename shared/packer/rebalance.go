@@ -60,7 +60,7 @@ func (s *solver) rebalance() {
 
 // movable reports whether p may change nodes within its pool and zone.
 func movable(p *podInfo) bool {
-	if len(p.ports) > 0 || p.cls == nil {
+	if len(p.ports) > 0 {
 		return false
 	}
 	for _, t := range p.own {
@@ -139,15 +139,23 @@ func (s *solver) rebalanceGroup(ns []*node) {
 			touched[a], touched[b] = true, true
 		}
 		switch {
-		case tilt(a) <= rebalanceTolerance || len(a.pods) == 0:
+		case tilt(a) <= rebalanceTolerance:
 			i++
 		default:
 			// a is still CPU-bound and b has nothing more to trade with it.
 			j++
 		}
 	}
+	// Only now is it known which nodes ended empty (a node emptied by one move may
+	// take a pod back in the next): those leave their pool's count.
 	for _, n := range ns {
-		if touched[n] {
+		switch {
+		case !touched[n]:
+		case len(n.pods) == 0:
+			n.pool.used = n.pool.used.sub(n.pool.cands[n.z][n.minIdx].cap)
+			n.pool.nodes--
+			s.zoneNew[n.z]--
+		default:
 			refreshCompat(n)
 		}
 	}
@@ -185,12 +193,6 @@ func lopsided(n *node, cpuHeavy bool) []*podInfo {
 	return top
 }
 
-// accepts reports whether p's class allows n's current type.
-func accepts(n *node, p *podInfo) bool {
-	cp := p.cls.perPool[n.pool.idx]
-	return cp.ok && bitSet(cp.bits[n.z], n.minIdx) && extraAgrees(n.extra, cp.extra)
-}
-
 // swapOnce makes the best cost-lowering exchange between CPU-bound a and
 // memory-bound b (a pod each way, or one pod alone), reporting whether it made one.
 func (s *solver) swapOnce(a, b *node) bool {
@@ -200,14 +202,14 @@ func (s *solver) swapOnce(a, b *node) bool {
 	before := load(a, a.used) + load(b, b.used)
 	best, bestP, bestQ := -1e-9*before, (*podInfo)(nil), (*podInfo)(nil)
 	for _, p := range ps {
-		if p != nil && !accepts(b, p) {
+		if p != nil && !s.currentCompatible(b, p.cls) {
 			continue
 		}
 		for _, q := range qs {
 			if p == nil && q == nil {
 				continue
 			}
-			if q != nil && !accepts(a, q) {
+			if q != nil && !s.currentCompatible(a, q.cls) {
 				continue
 			}
 			ua, ub := a.used, b.used
@@ -263,12 +265,6 @@ func (s *solver) move(p *podInfo, from, to *node) {
 			to.zc = make([]int32, s.topo.zoneSlots)
 		}
 		to.zc[g.zslot]++
-	}
-	if len(from.pods) == 0 {
-		c := from.pool.cands[from.z][from.minIdx]
-		from.pool.used = from.pool.used.sub(c.cap)
-		from.pool.nodes--
-		s.zoneNew[from.z]--
 	}
 }
 
