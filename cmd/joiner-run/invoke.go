@@ -72,21 +72,18 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fs.PrintDefaults()
 	}
 	// The function name may come first (as typed) or after the flags.
-	var name string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := cli.ParseInterspersed(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if name == "" && fs.NArg() > 0 {
-		name = fs.Arg(0)
-		fs.Parse(fs.Args()[1:]) //nolint:errcheck // same flag set, already validated once
+	var name string
+	if len(pos) > 0 {
+		name, pos = pos[0], pos[1:]
 	}
-	if err := f.check(name, fs.NArg()); err != nil {
+	if err := f.check(name, len(pos)); err != nil {
 		fmt.Fprintf(stderr, "joiner invoke: %v\n", err)
 		fs.Usage()
 		return 2

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
+	"github.com/joiner-autoscaler/joiner/shared/kube/access"
 	"github.com/joiner-autoscaler/joiner/shared/replay"
 )
 
@@ -51,16 +51,23 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "(kubectl apply -k deploy/), and deletes what it created when each scenario ends.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(reorderFlags(args)); err != nil {
+	names, err := cli.ParseInterspersed(fs, args)
+	if err != nil {
 		return 2
 	}
 	if *output != "table" && *output != "json" {
 		fmt.Fprintf(stderr, "joiner replay: unknown output format %q (want table or json)\n", *output)
 		return 2
 	}
-	scenarios, err := replay.LoadAll(*dir, fs.Args()...)
+	scenarios, err := replay.LoadAll(*dir, names...)
 	if err != nil {
 		fmt.Fprintf(stderr, "joiner replay: %v\n", err)
+		return 2
+	}
+	// Flags are checked before replayOptions creates the --log file, so a usage
+	// error leaves no empty file behind.
+	if *kubeconfig == "" && (*kubeContext != "" || *force) {
+		fmt.Fprintln(stderr, "joiner replay: --context and --force need --kubeconfig")
 		return 2
 	}
 	opts, closeLog, err := replayOptions(*logFile, *nodePools)
@@ -68,19 +75,14 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "joiner replay: %v\n", err)
 		return 2
 	}
-	switch {
-	case *kubeconfig != "":
-		if opts.Server, err = replayServer(*kubeconfig, *kubeContext); err != nil {
+	if *kubeconfig != "" {
+		if opts.Server, err = replayServer(ctx, *kubeconfig, *kubeContext); err != nil {
 			closeLog()
 			fmt.Fprintf(stderr, "joiner replay: %v\n", err)
 			return 2
 		}
 		opts.Force = *force
 		fmt.Fprintf(stderr, "joiner replay: replaying against the API server %s (Nodes and pods are created and deleted there)\n", opts.Server.Host)
-	case *kubeContext != "" || *force:
-		closeLog()
-		fmt.Fprintln(stderr, "joiner replay: --context and --force need --kubeconfig")
-		return 2
 	}
 	defer closeLog()
 	table := *output == "table"
@@ -172,11 +174,11 @@ func replayOptions(logFile, nodePools string) (replay.Options, func(), error) {
 	return opts, closeLog, nil
 }
 
-// replayServer loads the kubeconfig named on the command line; replay never falls
-// back to $KUBECONFIG or ~/.kube/config, so no cluster is used without being named.
-func replayServer(path, context string) (*rest.Config, error) {
-	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+// replayServer loads the kubeconfig named on the command line (with the limits
+// and TLS checks the functions use); replay never falls back to $KUBECONFIG or
+// ~/.kube/config, so no cluster is used without being named.
+func replayServer(ctx context.Context, path, kubeContext string) (*rest.Config, error) {
+	cfg, err := access.RESTConfig(ctx, access.Config{Mode: access.ModeKubeconfig, Kubeconfig: path, Context: kubeContext}, access.Deps{})
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
 	}
@@ -200,44 +202,4 @@ func writeChart(path string, runs []replayRun) error {
 		return err
 	}
 	return f.Close()
-}
-
-// reorderFlags moves flags before the positional scenario names, so
-// `joiner replay 001-heavy-app --chart x.svg` works as users type it.
-func reorderFlags(args []string) []string {
-	var flags, names []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			names = append(names, args[i+1:]...)
-			i = len(args)
-		case len(a) > 1 && a[0] == '-':
-			flags = append(flags, a)
-			if !hasValue(a) && i+1 < len(args) && takesValue(a) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-		default:
-			names = append(names, a)
-		}
-	}
-	return append(flags, names...)
-}
-
-func hasValue(flag string) bool {
-	for _, c := range flag {
-		if c == '=' {
-			return true
-		}
-	}
-	return false
-}
-
-func takesValue(flag string) bool {
-	switch flag {
-	case "-q", "--q", "-h", "--h", "-help", "--help", "-force", "--force":
-		return false
-	}
-	return true
 }

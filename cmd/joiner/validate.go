@@ -15,12 +15,6 @@ func init() {
 	register(cli.Command{Name: "validate", Summary: "check NodePool, EC2NodeClass and workload manifests (files or folders)", Run: runValidate})
 }
 
-// fileFlags is validate's repeatable -f flag.
-type fileFlags []string
-
-func (p *fileFlags) String() string     { return strings.Join(*p, ",") }
-func (p *fileFlags) Set(v string) error { *p = append(*p, v); return nil }
-
 // runValidate reads every -f path and prints one line per problem
 // ("file:doc: field.path: message", warnings prefixed "warning: "). It exits 0 when
 // nothing is an error (then also printing one summary line per file), 1 when
@@ -28,7 +22,7 @@ func (p *fileFlags) Set(v string) error { *p = append(*p, v); return nil }
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("joiner validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var paths fileFlags
+	var paths cli.PathList
 	fs.Var(&paths, "f", "a manifest file, or a folder of *.yaml/*.yml/*.json files (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: joiner validate -f PATH [-f PATH]...")

@@ -12,6 +12,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -163,8 +164,10 @@ func (s *Set) forward(ctx context.Context, name string, args []string, stdout, s
 // program, then on PATH.
 func findRunProgram() (string, error) {
 	if p := os.Getenv(EnvRunProgram); p != "" {
-		if _, err := os.Stat(p); err != nil {
+		if st, err := os.Stat(p); err != nil {
 			return "", fmt.Errorf("$%s: %w", EnvRunProgram, err)
+		} else if st.IsDir() {
+			return "", fmt.Errorf("$%s: %s is a folder, not the %s program", EnvRunProgram, p, RunProgram)
 		}
 		return p, nil
 	}
@@ -181,6 +184,27 @@ func findRunProgram() (string, error) {
 		"would slow every `joiner plan` down), and no %s was found beside joiner, on PATH or at $%s; "+
 		"`make joiner` builds both into bin/, `go install ./cmd/joiner ./cmd/joiner-run` installs both",
 		RunProgram, RunProgram, EnvRunProgram)
+}
+
+// ParseInterspersed parses args with fs, letting flags follow positional
+// arguments (`joiner replay 001-heavy-app --chart x.svg`, `joiner invoke
+// provisioner -e event.json`), and returns the positional arguments in order.
+// Everything after "--" is positional.
+func ParseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
 }
 
 // PathList is a repeatable flag of paths (-f).

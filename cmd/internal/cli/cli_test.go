@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -75,5 +76,19 @@ func TestDispatchUsage(t *testing.T) {
 	errb.Reset()
 	if code := s.Dispatch(context.Background(), []string{"nope"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `unknown command "nope"`) {
 		t.Errorf("unknown command: exit %d, %q", code, errb.String())
+	}
+}
+
+func TestParseInterspersed(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	chart := fs.String("chart", "", "")
+	q := fs.Bool("q", false, "")
+	pos, err := ParseInterspersed(fs, []string{"a", "--chart", "c.svg", "b", "-q", "--", "-notaflag"})
+	if err != nil || *chart != "c.svg" || !*q || strings.Join(pos, " ") != "a b -notaflag" {
+		t.Errorf("positional %q, chart %q, q %v, err %v", pos, *chart, *q, err)
+	}
+	if _, err := ParseInterspersed(fs, []string{"a", "--bogus"}); err == nil {
+		t.Error("an unknown flag after a positional argument must be an error")
 	}
 }
