@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -122,8 +123,10 @@ type Bundle struct {
 	classNames []string
 	// classRefs are NodePools' nodeClassRefs, checked once every file is read.
 	classRefs []classRef
-	// expanded counts pods made from workloads, against MaxExpandedPods.
+	// expanded counts pods made from workloads, against MaxExpandedPods;
+	// reserved counts those being made while documents are read in parallel.
 	expanded int
+	reserved atomic.Int64
 }
 
 // objKey names an object for duplicate detection.
@@ -162,6 +165,15 @@ func Load(paths ...string) (*Bundle, error) {
 	}
 	b.Finish()
 	return b, nil
+}
+
+// reserve claims room for n expanded pods, or reports that there is none.
+func (b *Bundle) reserve(n int) bool {
+	if b.reserved.Add(int64(n)) > int64(MaxExpandedPods) {
+		b.reserved.Add(-int64(n))
+		return false
+	}
+	return true
 }
 
 // Decode reads one file's content, named name in problems, and finishes the bundle.

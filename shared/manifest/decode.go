@@ -46,7 +46,7 @@ func (b *Bundle) AddFile(name string, data []byte) {
 			parseYAMLDoc(&docs[i], chunks[i])
 		}
 		ctxs[i] = b.decodeDoc(name, docs[i])
-		if recycleTrees && ctxs[i].consumed && !ctxs[i].retains {
+		if recycleTrees && !ctxs[i].retains {
 			recycleTree(docs[i].tree)
 			docs[i].tree = nil
 		}
@@ -269,11 +269,11 @@ type docCtx struct {
 	// on the bundle wait in effects for apply.
 	buffer  bool
 	effects []func()
-	// consumed is set when an object was decoded into typed values that keep
-	// nothing of the tree (Pods and workloads, by far the most numerous), retains
-	// when any other kind was read; a document consumed and not retained has its
-	// tree recycled.
-	consumed, retains bool
+	// retains is set when a kind other than Pods and workloads was read: their
+	// decoders are not audited for references into the tree. Pods and workloads
+	// (by far the most numerous) and documents that failed or were skipped keep
+	// only copies, so their trees are recycled.
+	retains bool
 }
 
 // later runs f, which touches the bundle, now or, while buffering, in apply.

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -615,5 +616,24 @@ func TestErr(t *testing.T) {
 	b = decode("apiVersion: v1\nkind: Pod\n")
 	if b.Err() == nil || !b.HasErrors() || !strings.Contains(b.Err().Error(), "test.yaml:1: metadata.name: metadata.name is required") {
 		t.Errorf("Err = %v", b.Err())
+	}
+}
+
+// Documents are read in parallel, but the cap holds in file order: the first and
+// third Deployments (6 + 4 pods) are expanded, the second (6 more) is refused,
+// whichever document reserved room first.
+func TestExpansionCapAcrossDocuments(t *testing.T) {
+	old := MaxExpandedPods
+	MaxExpandedPods = 10
+	defer func() { MaxExpandedPods = old }()
+	dep := func(name string, n int) string {
+		return fmt.Sprintf("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: %s}\nspec:\n  replicas: %d\n  selector: {matchLabels: {app: %s}}\n  template:\n    metadata: {labels: {app: %s}}\n    spec: {containers: [{name: c}]}\n", name, n, name, name)
+	}
+	for i := 0; i < 20; i++ {
+		b := decode(dep("a", 6) + "---\n" + dep("b", 6) + "---\n" + dep("c", 4))
+		expectProblems(t, b, []wantProblem{{2, "spec.replicas", "more than Joiner plans in one run", false}})
+		if len(b.Pods) != 10 || b.Pods[0].Name != "a-0" || b.Pods[9].Name != "c-3" {
+			t.Fatalf("pods = %v", podNames(b))
+		}
 	}
 }

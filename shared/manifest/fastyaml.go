@@ -87,7 +87,25 @@ type fastParser struct {
 	lines []fline
 	i     int
 	bad   bool
+	depth int
 }
+
+// maxFastDepth bounds how deeply the fast parser nests (yaml.v2 stops at 10,000):
+// a deeper document goes to the slow path, which reports it, instead of growing
+// the stack without limit on hostile input.
+const maxFastDepth = 1000
+
+// enter descends one level, marking the document bad past maxFastDepth.
+func (p *fastParser) enter() bool {
+	p.depth++
+	if p.depth > maxFastDepth {
+		p.bad = true
+		return false
+	}
+	return true
+}
+
+func (p *fastParser) leave() { p.depth-- }
 
 func (p *fastParser) split(text string) {
 	if n := strings.Count(text, "\n") + 1; cap(p.lines) < n {
@@ -118,6 +136,10 @@ func (p *fastParser) split(text string) {
 
 // block reads the block node starting at the current line, whose indentation is n.
 func (p *fastParser) block(n int) any {
+	if !p.enter() {
+		return nil
+	}
+	defer p.leave()
 	l := p.lines[p.i]
 	if isSeqItem(l.text) {
 		return p.sequence(n)
@@ -423,6 +445,10 @@ func finishQuoted(b []byte, tail string) string {
 
 // flow reads a one-line flow sequence or mapping at the start of s.
 func (p *fastParser) flow(s string) (any, string) {
+	if !p.enter() {
+		return nil, ""
+	}
+	defer p.leave()
 	open := s[0]
 	s = strings.TrimLeft(s[1:], " ")
 	if open == '[' {

@@ -277,3 +277,23 @@ func FuzzAssign(f *testing.F) {
 		assignMatchesJSON(t, text)
 	})
 }
+
+// Nesting far past what manifests use goes to the slow path (which reports
+// yaml.v2's limit) rather than recursing without bound.
+func TestFastYAMLDepthLimit(t *testing.T) {
+	deep := "a: " + strings.Repeat("[", 2*maxFastDepth) + strings.Repeat("]", 2*maxFastDepth) + "\n"
+	if _, ok := fastYAML(deep); ok {
+		t.Error("fastYAML accepted a document nested beyond maxFastDepth")
+	}
+	var b strings.Builder
+	for i := 0; i < 2*maxFastDepth; i++ {
+		b.WriteString(strings.Repeat(" ", i) + "k:\n")
+	}
+	b.WriteString(strings.Repeat(" ", 2*maxFastDepth) + "v: 1\n")
+	if _, ok := fastYAML(b.String()); ok {
+		t.Error("fastYAML accepted block mappings nested beyond maxFastDepth")
+	}
+	if tree, ok := fastYAML("a: [[1]]\nb:\n  c: d\n"); !ok || tree == nil {
+		t.Error("fastYAML refused shallow nesting")
+	}
+}

@@ -364,7 +364,6 @@ func (d *docCtx) node(o *objCtx, obj map[string]any) {
 
 func (d *docCtx) pod(o *objCtx, obj map[string]any) {
 	p := decodeTyped[corev1.Pod](o, obj, nil, false)
-	d.consumed = true
 	o.meta("Pod", &p.ObjectMeta, true)
 	validatePodSpec(o, "spec", &p.Spec)
 	d.later(func() {

@@ -110,25 +110,11 @@ func (w *walker) fail(path, msg string) {
 	w.report(path, msg)
 }
 
-func (w *walker) child(path, name string) string {
-	if w.quick {
-		return ""
-	}
-	return childPath(path, name)
-}
-
 func (w *walker) item(path string, i int) string {
 	if w.quick {
 		return ""
 	}
 	return itemPath(path, i)
-}
-
-func (w *walker) mapKey(path, k string) string {
-	if w.quick {
-		return ""
-	}
-	return karpenter.MapKeyPath(path, k)
 }
 
 // implementsUnmarshaler caches whether *t implements json.Unmarshaler.
@@ -231,13 +217,9 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 			return true
 		}
 		for _, k := range sortedKeys(m) { // problems come in a stable order
-			p := w.child(path, k)
+			p := childPath(path, k)
 			ft, known := si.fields[k]
 			if !known {
-				if w.quick {
-					w.failed = true
-					return true
-				}
 				if w.lenient != nil && w.lenient(p) {
 					delete(m, k)
 					w.pruned = true
@@ -256,9 +238,6 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 				continue
 			}
 			if !w.walk(m[k], ft, p) {
-				if w.quick {
-					return false
-				}
 				delete(m, k)
 				w.pruned = true
 			}
@@ -279,10 +258,7 @@ func (w *walker) walk(v any, t reflect.Type, path string) bool {
 			return true
 		}
 		for _, k := range sortedKeys(m) { // problems come in a stable order
-			if !w.walk(m[k], t.Elem(), w.mapKey(path, k)) {
-				if w.quick {
-					return false
-				}
+			if !w.walk(m[k], t.Elem(), karpenter.MapKeyPath(path, k)) {
 				delete(m, k)
 				w.pruned = true
 			}

@@ -41,7 +41,6 @@ func (d *docCtx) workload(o *objCtx, obj map[string]any, kind string) {
 	default:
 		return
 	}
-	d.consumed = true
 	o.meta(kind, meta, true)
 	n := 1
 	if count != nil {
@@ -53,9 +52,11 @@ func (d *docCtx) workload(o *objCtx, obj map[string]any, kind string) {
 	checkSelector(o, sel, tmpl.Labels, selRequired)
 	validatePodSpec(o, "spec.template.spec", &tmpl.Spec)
 	// Expanding is most of the work on large inputs: do it here, off the bundle,
-	// when the object is fine so far and small enough to be kept at all.
+	// when the object is fine so far and the pods it makes fit in what all the
+	// documents being read in parallel have reserved (so a file of several huge
+	// workloads does not build them all before the first is refused).
 	var pods []*corev1.Pod
-	if o.errors == 0 && n <= MaxExpandedPods {
+	if o.errors == 0 && n <= MaxExpandedPods && d.b.reserve(n) {
 		pods = expandPods(kind, apiVersion, meta, tmpl, n)
 	}
 	d.later(func() {
@@ -64,6 +65,11 @@ func (d *docCtx) workload(o *objCtx, obj map[string]any, kind string) {
 		}
 		if !o.keep(kind, meta.Namespace, meta.Name) {
 			return
+		}
+		if pods == nil && n > 0 {
+			// Its reservation failed while documents that are dropped after all
+			// held theirs; in file order it fits.
+			pods = expandPods(kind, apiVersion, meta, tmpl, n)
 		}
 		d.b.expanded += len(pods)
 		d.b.workloadSources[objKey{kind, meta.Namespace, meta.Name}] = d.src
