@@ -48,6 +48,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kube/typed"
+	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
 
 // DefaultRegisterAfter is how long after its launch an instance's node registers
@@ -87,6 +88,10 @@ type Cluster struct {
 	// real is what NewReal keeps: the objects this cluster created, to clean up.
 	real *realServer
 
+	// prep is the scheduler's prepared catalog, made on first use: every
+	// scheduling pass solves against the same catalog.
+	prep func() *packer.Prepared
+
 	mu        sync.Mutex
 	workloads map[workloadKey]*workload
 	// nodes are the Nodes this cluster's kubelet registered, by providerID.
@@ -124,7 +129,7 @@ func New(cfg Config) *Cluster {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		kube.NodePoolGVR: "NodePoolList", kube.NodeClaimGVR: "NodeClaimList", kube.NodeClassGVR: "EC2NodeClassList",
 	})
-	c := &Cluster{cfg: cfg, cs: cs, dyn: dyn, clients: typed.Clients(cs, dyn),
+	c := &Cluster{cfg: cfg, prep: sync.OnceValue(func() *packer.Prepared { return packer.Prepare(cfg.Catalog) }), cs: cs, dyn: dyn, clients: typed.Clients(cs, dyn),
 		workloads: map[workloadKey]*workload{}, nodes: map[string]string{}, waits: newWaits()}
 	c.api = newAPIServer(cs, dyn, cfg.Now)
 	return c

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/joiner-autoscaler/joiner/shared/kube"
+	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
 
 // SimCreatedAnnotation holds the simulated time a pod of this cluster was created at.
@@ -99,7 +100,7 @@ func NewReal(ctx context.Context, cfg Config, rc *rest.Config, force bool) (*Clu
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, cs: cs, dyn: dyn, clients: clients,
+	c := &Cluster{cfg: cfg, prep: sync.OnceValue(func() *packer.Prepared { return packer.Prepare(cfg.Catalog) }), cs: cs, dyn: dyn, clients: clients,
 		workloads: map[workloadKey]*workload{}, nodes: map[string]string{}, waits: newWaits(),
 		real: &realServer{seen: map[objRef]bool{}, claimsBefore: map[string]bool{}, leasesBefore: map[string]bool{}}}
 	if err := c.checkScratch(ctx, force); err != nil {

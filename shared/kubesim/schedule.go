@@ -46,7 +46,7 @@ func (c *Cluster) schedule(ctx context.Context, r *Report, pods *[]*corev1.Pod) 
 	if sig == c.lastSchedule {
 		return nil
 	}
-	plan := packer.Solve(snap, packer.Options{})
+	plan := packer.Solve(snap, packer.Options{Prepared: c.prep()})
 	byKey := make(map[string]*corev1.Pod, len(pending))
 	for _, p := range pending {
 		byKey[p.Namespace+"/"+p.Name] = p
