@@ -124,9 +124,10 @@ type Bundle struct {
 	// classRefs are NodePools' nodeClassRefs, checked once every file is read.
 	classRefs []classRef
 	// expanded counts pods made from workloads, against MaxExpandedPods;
-	// reserved counts those being made while documents are read in parallel.
+	// reserved counts those being made while documents are read in parallel
+	// (atomically: a plain int64, so that a Bundle can still be copied).
 	expanded int
-	reserved atomic.Int64
+	reserved int64
 }
 
 // objKey names an object for duplicate detection.
@@ -169,8 +170,8 @@ func Load(paths ...string) (*Bundle, error) {
 
 // reserve claims room for n expanded pods, or reports that there is none.
 func (b *Bundle) reserve(n int) bool {
-	if b.reserved.Add(int64(n)) > int64(MaxExpandedPods) {
-		b.reserved.Add(-int64(n))
+	if atomic.AddInt64(&b.reserved, int64(n)) > int64(MaxExpandedPods) {
+		atomic.AddInt64(&b.reserved, -int64(n))
 		return false
 	}
 	return true
