@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Build a real etcd + kube-apiserver from the Go module proxy (no Docker, no
-# downloads other than Go modules), then smoke-test them on loopback.
+# Build a real etcd + kube-apiserver + kube-scheduler and the KWOK controller from the
+# Go module proxy (no Docker, no downloads other than Go modules), then smoke-test
+# them on loopback. kube-scheduler decides where pods land in the fidelity tests;
+# KWOK keeps nodes' heartbeats and pods' status as kubelets would.
 # Tested on Debian 12, Go 1.26.8, 2 cores: ~5 min (etcd) + ~23 min (kube-apiserver)
 # with a cold module/build cache; re-runs are no-ops once the binaries exist.
 #
@@ -14,6 +16,7 @@ set -euo pipefail
 KAPI_PREFIX=${KAPI_PREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/joiner/kapi}
 K8S_VERSION=${K8S_VERSION:-v1.37.2}     # k8s.io/kubernetes; v1.37.x needs go >= 1.26.0
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}   # go.etcd.io/etcd/server/v3 (3.6.13..3.7.3 served)
+KWOK_VERSION=${KWOK_VERSION:-v0.8.0}    # sigs.k8s.io/kwok (no replace directives: go install works)
 BIN=$KAPI_PREFIX/bin
 # Keep caches inside the prefix unless the caller chose others (both are reusable).
 export GOMODCACHE=${GOMODCACHE:-$KAPI_PREFIX/gomodcache}
@@ -61,6 +64,29 @@ build_kube_apiserver() {
   local ld="-s -w -X $V.gitVersion=${K8S_VERSION} -X $V.gitMajor=1 -X $V.gitMinor=${minor} -X $V.gitTreeState=clean -X $V.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   time go build -trimpath -ldflags="$ld" -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
   "$BIN/kube-apiserver" --version
+}
+
+# kube-scheduler from the same scratch module: it shares almost every package with
+# kube-apiserver, so after it the build takes a few minutes, not twenty.
+build_kube_scheduler() {
+  if [ -x "$BIN/kube-scheduler" ] && [ "$("$BIN/kube-scheduler" --version)" = "Kubernetes ${K8S_VERSION}" ]; then
+    echo "kube-scheduler ${K8S_VERSION} already built"; return; fi
+  local d=$KAPI_PREFIX/build
+  [ -f "$d/go.mod" ] || { echo "kube-scheduler: $d/go.mod missing (build kube-apiserver first)"; exit 1; }
+  cd "$d"
+  go get -tool "k8s.io/kubernetes/cmd/kube-scheduler@${K8S_VERSION}"
+  local V=k8s.io/component-base/version
+  local ld="-s -w -X $V.gitVersion=${K8S_VERSION} -X $V.gitMajor=1 -X $V.gitMinor=${minor} -X $V.gitTreeState=clean -X $V.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  time go build -trimpath -ldflags="$ld" -o "$BIN/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
+  "$BIN/kube-scheduler" --version
+}
+
+build_kwok() {
+  if [ -x "$BIN/kwok" ] && "$BIN/kwok" --version 2>/dev/null | grep -q "${KWOK_VERSION#v}"; then
+    echo "kwok ${KWOK_VERSION} already built"; return; fi
+  local V=sigs.k8s.io/kwok/pkg/consts
+  time GOBIN="$BIN" go install -trimpath -ldflags="-s -w -X $V.Version=${KWOK_VERSION#v}" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
+  "$BIN/kwok" --version
 }
 
 link_kubectl() {
@@ -113,9 +139,9 @@ EOF
 }
 
 case "${1:-all}" in
-  build) build_etcd; build_kube_apiserver; link_kubectl ;;
+  build) build_etcd; build_kube_apiserver; build_kube_scheduler; build_kwok; link_kubectl ;;
   smoke) smoke ;;
-  all)   build_etcd; build_kube_apiserver; link_kubectl; smoke ;;
+  all)   build_etcd; build_kube_apiserver; build_kube_scheduler; build_kwok; link_kubectl; smoke ;;
   *) echo "usage: $0 [build|smoke|all]"; exit 2 ;;
 esac
 ls -la "$BIN"
