@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	process := fs.Bool("process", true, "also time the whole `joiner plan` process")
 	joinerBin := fs.String("joiner", "", "joiner binary to time (default: build ./cmd/joiner into a temporary directory)")
 	keep := fs.Bool("keep", false, "keep the temporary directory with the YAML workloads")
+	write := fs.String("write", "", "only write each case's YAML workload and catalog under this directory (DIR/<case>/, DIR/<case>.catalog), then exit: the fixed inputs scripts/same-output.sh plans")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -89,13 +90,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		*runs = 1
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	// Start the spawner first, while this process is small (see spawner.go).
-	sp, err := startSpawner()
-	if err != nil {
-		log.Error("starting the spawner", "err", err)
-		return 1
-	}
-	defer sp.close()
 	var filter *regexp.Regexp
 	if *only != "" {
 		var err error
@@ -104,6 +98,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	if *write != "" {
+		cases, err := workload.Cases()
+		if err != nil {
+			log.Error("loading catalogs", "err", err)
+			return 1
+		}
+		return writeCases(*write, cases, filter, stderr)
+	}
+	// Start the spawner first, while this process is small (see spawner.go).
+	sp, err := startSpawner()
+	if err != nil {
+		log.Error("starting the spawner", "err", err)
+		return 1
+	}
+	defer sp.close()
 	cases, err := workload.Cases()
 	if err != nil {
 		log.Error("loading catalogs", "err", err)
@@ -402,4 +411,29 @@ func procSuffix(r *result) string {
 		return ""
 	}
 	return "; process: " + r.procErr
+}
+
+// writeCases writes every selected case's YAML workload to dir/<case>/ and its
+// catalog to dir/<case>.catalog, the fixed inputs against which a restructuring
+// commit's `joiner plan` output is compared byte for byte (scripts/same-output.sh).
+func writeCases(dir string, cases []workload.Case, filter *regexp.Regexp, stderr io.Writer) int {
+	for _, c := range cases {
+		if filter != nil && !filter.MatchString(c.Name) {
+			continue
+		}
+		if _, err := workload.WriteYAML(filepath.Join(dir, c.Name), c.Snapshot()); err != nil {
+			fmt.Fprintf(stderr, "packbench: %s: writing YAML: %v\n", c.Name, err)
+			return 1
+		}
+		var buf bytes.Buffer
+		if err := c.Catalog.WriteJSON(&buf); err != nil {
+			fmt.Fprintf(stderr, "packbench: %s: writing catalog: %v\n", c.Name, err)
+			return 1
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.Name+".catalog"), buf.Bytes(), 0o644); err != nil {
+			fmt.Fprintf(stderr, "packbench: %s: %v\n", c.Name, err)
+			return 1
+		}
+	}
+	return 0
 }
