@@ -2,6 +2,7 @@ package awssim
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -97,9 +98,14 @@ func (s *Sim) serveControl(w http.ResponseWriter, r *http.Request) {
 	}
 	fail := func(status int, err error) { reply(status, map[string]string{"error": err.Error()}) }
 	decode := func(v any) bool {
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8<<20))
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(v); err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				fail(http.StatusRequestEntityTooLarge, fmt.Errorf("awssim: %s body is larger than the limit of %d bytes", r.URL.Path, MaxBodyBytes))
+				return false
+			}
 			fail(http.StatusBadRequest, fmt.Errorf("awssim: bad %s body: %w", r.URL.Path, err))
 			return false
 		}

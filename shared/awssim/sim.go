@@ -287,18 +287,36 @@ func NewAWSConfig(endpoint string) aws.Config {
 	}
 }
 
+// MaxBodyBytes is the largest request body the simulator reads; a larger one is
+// answered 413 RequestEntityTooLarge, never cut short. Joiner's largest legitimate
+// request (a CreateLaunchTemplate with 16 KB of user data) is far below it.
+const MaxBodyBytes = 8 << 20
+
 // ServeHTTP routes a request to EC2, SSM, EKS, Secrets Manager or the /_sim/ control endpoints.
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/_sim/") {
 		s.serveControl(w, r)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-	if err != nil {
+	svc := serviceOf(r)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		// Truncating would hand the service half a request (SSM then fails with
+		// "unexpected EOF" far from the cause); AWS refuses the request instead.
+		msg := fmt.Sprintf("request body is larger than the simulator's limit of %d bytes", MaxBodyBytes)
+		if svc == "ec2" {
+			s.writeEC2Error(w, "", errf(http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", "%s", msg))
+		} else {
+			writeJSONError(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", msg, "")
+		}
+		return
+	case err != nil:
 		http.Error(w, "awssim: read body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	switch svc := serviceOf(r); svc {
+	switch svc {
 	case "ec2":
 		s.serveEC2(w, r, body)
 	case "ssm":
