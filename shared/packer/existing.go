@@ -11,10 +11,13 @@ import (
 )
 
 func (s *solver) newNodeBase(name string) *node {
-	n := &node{id: len(s.nodes), name: name, z: -1,
-		hc: make([]int32, s.topo.hostSlots), ho: make([]int32, s.topo.ownerSlots)}
+	n := &node{id: len(s.nodes), name: name, z: -1}
+	if k := s.topo.hostSlots; k > 0 {
+		c := make([]int32, 2*k) // one allocation for both
+		n.hc, n.ho = c[:k:k], c[k:]
+	}
 	for _, g := range s.topo.groups {
-		if g.hostname && g.kind == kindSpread {
+		if g.lv.host && g.kind == kindSpread {
 			g.histMove(-1, 0)
 		}
 	}
@@ -181,38 +184,6 @@ func (s *solver) seedCounts() {
 				}
 			}
 		}
-	}
-}
-
-// count adds one matching pod on n to each group.
-func (s *solver) count(n *node, gs []*topoGroup) {
-	for _, g := range gs {
-		g.total++
-		if g.hostname {
-			old := n.hc[g.slot]
-			n.hc[g.slot]++
-			if g.kind == kindSpread {
-				g.histMove(old, old+1)
-			}
-			if old == 0 && g.kind == kindAffinity {
-				g.nodes = append(g.nodes, n)
-			}
-		} else if n.z >= 0 {
-			g.zoneCounts[n.z]++
-			if n.zc == nil {
-				n.zc = make([]int32, s.topo.zoneSlots)
-			}
-			n.zc[g.zslot]++
-		}
-	}
-}
-
-// own records an anti-affinity owner on n (anti-affinity is symmetric).
-func (s *solver) own(n *node, g *topoGroup) {
-	if g.hostname {
-		n.ho[g.ownerSlot]++
-	} else if n.z >= 0 {
-		g.zoneOwners[n.z]++
 	}
 }
 

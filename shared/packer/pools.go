@@ -1,7 +1,6 @@
 package packer
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -56,8 +55,7 @@ type poolInfo struct {
 	used     vec   // capacity of the pool's existing and planned nodes
 	nodes    int64
 	unusable string
-	over     catalog.Overhead
-	overKey  string // over's key in Prepared.res
+	overKey  string // its EC2NodeClass's overhead, keyed for Prepared.res
 	labelKey string // labels' key in Prepared.nodeLabels
 }
 
@@ -205,7 +203,6 @@ func untolerated(tols []corev1.Toleration, taints []corev1.Taint, strict bool) (
 
 func (s *solver) buildCandidates(p *poolInfo) {
 	over := catalog.OverheadFor(p.nc)
-	p.over = over
 	p.overKey = overheadKey(over)
 	p.labelKey = poolLabelKey(p.labels)
 	p.cands = make([][]cand, len(s.zones))
@@ -320,10 +317,9 @@ func offeringMatches(reqs []karpenter.NodeSelectorRequirementWithMinValues, o *c
 	return true
 }
 
-// sortCands orders a zone's candidates cheapest first, spot before on-demand at
-// the same price, then by type name: a total order, since a type has one offering
-// per capacity type in a zone. It sorts indexes and copies once: cand is large,
-// and swapping it in place was most of a solve's time on a small cluster.
+// sortCands puts a zone's candidates in offerOrder. It sorts indexes and copies
+// once: cand is large, and swapping it in place was most of a solve's time on a
+// small cluster.
 func sortCands(cs []cand) []cand {
 	order := make([]int, len(cs))
 	for i := range order {
@@ -331,16 +327,7 @@ func sortCands(cs []cand) []cand {
 	}
 	slices.SortFunc(order, func(i, j int) int {
 		a, b := &cs[i], &cs[j]
-		switch {
-		case a.price != b.price:
-			return cmp.Compare(a.price, b.price)
-		case a.ct != b.ct:
-			if a.ct == karpenter.CapacityTypeSpot {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.it.Name, b.it.Name)
+		return offerOrder(a.price, a.ct, a.it.Name, b.price, b.ct, b.it.Name)
 	})
 	out := make([]cand, len(cs))
 	for i, k := range order {

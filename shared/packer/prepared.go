@@ -163,20 +163,26 @@ func sameFacts(a, b *catalog.InstanceType) bool {
 		a.MaxPods == b.MaxPods && a.NetworkGbps == b.NetworkGbps
 }
 
-// compareOffers is sortCands' order: cheapest first, spot before on-demand at the
-// same price, then by type name.
+// compareOffers is the candidate order of two offerings (see offerOrder).
 func compareOffers(types []catalog.InstanceType, a, b offerRef) int {
 	oa, ob := &types[a.ti].Offerings[a.oi], &types[b.ti].Offerings[b.oi]
+	return offerOrder(oa.PricePerHour, oa.CapacityType, types[a.ti].Name, ob.PricePerHour, ob.CapacityType, types[b.ti].Name)
+}
+
+// offerOrder is the order of a zone's candidates: cheapest first, spot before
+// on-demand at the same price, then by type name. It is a total order, since a
+// type has one offering per capacity type in a zone.
+func offerOrder(priceA float64, ctA, nameA string, priceB float64, ctB, nameB string) int {
 	switch {
-	case oa.PricePerHour != ob.PricePerHour:
-		return cmp.Compare(oa.PricePerHour, ob.PricePerHour)
-	case oa.CapacityType != ob.CapacityType:
-		if oa.CapacityType == karpenter.CapacityTypeSpot {
+	case priceA != priceB:
+		return cmp.Compare(priceA, priceB)
+	case ctA != ctB:
+		if ctA == karpenter.CapacityTypeSpot {
 			return -1
 		}
 		return 1
 	}
-	return strings.Compare(types[a.ti].Name, types[b.ti].Name)
+	return strings.Compare(nameA, nameB)
 }
 
 // Fits reports whether p was prepared from cat as it is now: same value, same

@@ -64,12 +64,12 @@ func movable(p *podInfo) bool {
 		return false
 	}
 	for _, t := range p.own {
-		if t.g.hostname {
+		if t.g.lv.host {
 			return false
 		}
 	}
 	for _, g := range p.matched {
-		if g.hostname {
+		if g.lv.host {
 			return false
 		}
 	}
@@ -257,14 +257,14 @@ func (s *solver) move(p *podInfo, from, to *node) {
 	to.narrow(p.cls)
 	p.placedOn = to
 	for _, g := range p.matched {
-		if g.hostname {
+		if g.lv.host {
 			continue
 		}
-		from.zc[g.zslot]--
-		if to.zc == nil {
-			to.zc = make([]int32, s.topo.zoneSlots)
+		from.gc[g.slot]--
+		if to.gc == nil {
+			to.gc = make([]int32, s.topo.nodeSlots)
 		}
-		to.zc[g.zslot]++
+		to.gc[g.slot]++
 	}
 }
 

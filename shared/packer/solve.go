@@ -64,6 +64,8 @@ type podInfo struct {
 	classes  []slotClass // per relaxation level, computed on first use
 	// prefTerms are the preferred node-affinity terms, heaviest first.
 	prefTerms []corev1.NodeSelectorTerm
+	// rej records why the pod's last attempt failed (pods retried only).
+	rej *rejections
 }
 
 // node is an existing node, an in-flight NodeClaim, or a node the plan opens.
@@ -86,12 +88,14 @@ type node struct {
 	classCache []int8
 	used       vec
 	pods       []*podInfo
-	hc         []int32 // matching pods per hostname group
-	zc         []int32 // matching pods per zone group (nil until one lands)
-	ho         []int32 // anti-affinity owners per hostname anti group
-	ports      map[portKey]bool
-	ref        slackRef
-	tree       *btree.BTreeG[slackRef]
+	// The node's counters per topology group (topoGroup.slot): matching pods
+	// (hc) and owners (ho) of hostname groups, whose domain the node is, and
+	// matching pods of the other groups (gc, nil until one lands).
+	hc, ho []int32
+	gc     []int32
+	ports  map[portKey]bool
+	ref    slackRef
+	tree   *btree.BTreeG[slackRef]
 }
 
 // slackRef orders nodes by free memory, then cpu: a best-fit index.
@@ -215,17 +219,21 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 	})
 	var failed []*podInfo
 	for _, p := range order {
-		if !s.place(p) {
+		if !s.place(p, nil) {
 			failed = append(failed, p)
 		}
 	}
 	// A pod whose affinity targets pods placed after it gets another chance once
-	// they are placed; repeat while that helps.
+	// they are placed; repeat while that helps. These attempts record why they
+	// fail: the last round places nothing, so its records hold for the end state.
 	for progress := true; progress && len(failed) > 0; {
 		progress = false
 		rest := failed[:0]
 		for _, p := range failed {
-			if s.place(p) {
+			if p.rej == nil {
+				p.rej = &rejections{}
+			}
+			if s.place(p, p.rej) {
 				progress = true
 			} else {
 				rest = append(rest, p)
@@ -234,7 +242,7 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 		failed = rest
 	}
 	for _, p := range failed {
-		p.err = s.diagnose(p)
+		p.err = s.unplacedReason(p)
 	}
 	s.rebalance()
 	s.downsize()
@@ -366,9 +374,9 @@ func (s *solver) preparePods(dimErr error) {
 				continue
 			}
 			switch {
-			case t.g.hostname && t.g.kind == kindAntiAffinity:
+			case t.g.lv.host && t.g.kind == kindAntiAffinity:
 				p.tier = 0
-			case t.g.hostname && p.tier > 1:
+			case t.g.lv.host && p.tier > 1:
 				p.tier = 1
 			case p.tier > 2:
 				p.tier = 2

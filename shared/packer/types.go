@@ -2,7 +2,8 @@
 // pods, nodes, in-flight NodeClaims, DaemonSets, NodePools, EC2NodeClasses) and the
 // instance catalog, it decides which pods go onto existing or in-flight capacity and
 // which new nodes to launch, on which instance types. It performs no I/O and is
-// deterministic: the same snapshot yields the same plan.
+// deterministic: the same snapshot yields the same plan. README.md draws the
+// pipeline (prepare, classes, attempts, fit / grow / open, rebalance, downsize).
 package packer
 
 import (

@@ -1,0 +1,221 @@
+package packer
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// openSpan bounds how much dearer than the cheapest type holding its first pod a
+// new node may open (the rest is left to downsize).
+const openSpan = 64.0
+
+// openIdx chooses the type a new node opens on: of the candidates that hold p, the
+// one whose price buys the most of what the pending pods need (cpu, memory, pods
+// and accelerators in the proportions they request them), starting from the
+// cheapest. Opening on the cheapest type that holds p alone left nodes sized for
+// their first pod, which later pods could not fill; downsize shrinks every node to
+// the cheapest type that holds what it finally got.
+func (s *solver) openIdx(pool *poolInfo, z, cheapest int, bits []uint64, p *podInfo) int {
+	if p.tier < 2 {
+		// A pod bound by hostname-level topology keeps its node to a few like it:
+		// room opened beside it mostly stays empty.
+		return cheapest
+	}
+	cs := pool.cands[z]
+	ext := extMask(p)
+	bound := s.pricePerUnit(&cs[cheapest], ext) * (1 - 1e-6)
+	for _, v := range s.byValue(pool, z, bits, ext) {
+		if v.ppu >= bound {
+			break // the rest buy no more per dollar than the cheapest
+		}
+		i, c := int(v.i), &cs[v.i]
+		if i <= cheapest || c.price > openSpan*cs[cheapest].price || !p.req.fits(c.avail) ||
+			!s.limitOK(pool, c.cap, true) || !s.roomy(pool, c.cap) {
+			continue
+		}
+		return i
+	}
+	return cheapest
+}
+
+// valued is a candidate index with its pricePerUnit.
+type valued struct {
+	i   int32
+	ppu float64
+}
+
+type valueKey struct {
+	pool, z int
+	bits    *uint64
+	ext     uint8
+}
+
+// byValue lists the candidates of a pool and zone that a class allows, best
+// pricePerUnit first (cheaper first among equals). The order depends only on the
+// class's bits and which extended resources the pod requests, so it is computed
+// once per solve for each: opening nodes used to rescan up to every candidate.
+func (s *solver) byValue(pool *poolInfo, z int, bits []uint64, ext uint8) []valued {
+	k := valueKey{pool.idx, z, &bits[0], ext}
+	if v, ok := s.valueOrder[k]; ok {
+		return v
+	}
+	cs := pool.cands[z]
+	var out []valued
+	for i := range cs {
+		if bitSet(bits, i) {
+			if u := s.pricePerUnit(&cs[i], ext); !math.IsInf(u, 1) {
+				out = append(out, valued{int32(i), u})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b valued) int { return cmp.Compare(a.ppu, b.ppu) })
+	if s.valueOrder == nil {
+		s.valueOrder = map[valueKey][]valued{}
+	}
+	s.valueOrder[k] = out
+	return out
+}
+
+// extMask has bit d-dimPods-1 set for each extended resource d that p requests.
+func extMask(p *podInfo) uint8 {
+	var m uint8
+	for d := dimPods + 1; d < maxDims; d++ {
+		if p.req[d] > 0 {
+			m |= 1 << uint(d-dimPods-1)
+		}
+	}
+	return m
+}
+
+// pricePerUnit is a candidate's price over how many "units" of the pending demand
+// it holds, a unit being the demand vector scaled to one pod. Extended resources
+// count only when ext (see extMask) says the pod requests them.
+func (s *solver) pricePerUnit(c *cand, ext uint8) float64 {
+	units := math.Inf(1)
+	for d := range s.demand {
+		if s.demand[d] <= 0 || (d > dimPods && ext&(1<<uint(d-dimPods-1)) == 0) {
+			continue
+		}
+		units = math.Min(units, float64(c.avail[d])/s.demand[d])
+	}
+	if units <= 0 || math.IsInf(units, 1) {
+		return math.Inf(1)
+	}
+	return c.price / units
+}
+
+// downsize moves every planned node to the cheapest candidate that is compatible
+// with all its pods and holds them.
+func (s *solver) downsize() {
+	for _, n := range s.nodes {
+		if n.existing || len(n.pods) == 0 {
+			continue
+		}
+		cs := n.pool.cands[n.z]
+		for i := 0; i < n.minIdx; i++ {
+			// A cheaper candidate may be a larger type (spot against on-demand):
+			// the pool's limits still have the last word.
+			if bitSet(n.compat, i) && n.used.fits(cs[i].avail) && cs[i].price < cs[n.minIdx].price &&
+				s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false) {
+				n.pool.used = n.pool.used.add(cs[i].cap.sub(cs[n.minIdx].cap))
+				n.minIdx = i
+				break
+			}
+		}
+	}
+}
+
+// roomy reports whether a limited pool keeps ample room (four times this
+// capacity in every limited resource) after opening a node of capacity c: room
+// opened ahead of need would otherwise spend budget other pods may need.
+func (s *solver) roomy(p *poolInfo, c vec) bool {
+	for i := range c {
+		if p.limited[i] && p.used[i]+5*c[i] > p.limit[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// bestNew picks the pool (highest weight first), zone and cheapest candidate for
+// a new node holding p, returning its price. With rec set it also records, for
+// every pool, how far its best option got before it was turned down.
+func (s *solver) bestNew(p *podInfo, cls *podClass, a *attempt, zok uint64, rec *rejections) (*poolInfo, int, int, float64) {
+	if !s.domainOK(p, a, s.topo.host, -1) {
+		if rec == nil {
+			return nil, 0, 0, 0
+		}
+		zok = 0 // hostname-level topology rules out a fresh node in every zone
+	}
+	rec.start(len(s.pools))
+	for _, pool := range s.pools {
+		cp := cls.perPool[pool.idx]
+		if !cp.ok {
+			rec.reject(pool.idx, stageClass)
+			continue
+		}
+		rec.reject(pool.idx, stageRoom)
+		bestZ, bestIdx, bestPrice := -1, -1, math.Inf(1)
+		for z := range s.zones {
+			inZone := zok&(1<<uint(z)) != 0
+			if !cp.any[z] || rec == nil && (!inZone || !p.req.fits(pool.maxAvail[z])) {
+				continue
+			}
+			cs := pool.cands[z]
+			for i := range cs {
+				if !bitSet(cp.bits[z], i) {
+					continue
+				}
+				if !p.req.fits(cs[i].avail) {
+					rec.tooSmall(pool.idx, cs[i].avail)
+					continue
+				}
+				if !s.limitOK(pool, cs[i].cap, true) {
+					rec.reject(pool.idx, stageLimits)
+					continue
+				}
+				if !inZone {
+					// Only walked to record: the zone's topology turns the pod away.
+					rec.reject(pool.idx, stageTopology)
+					break
+				}
+				if cs[i].price < bestPrice || (cs[i].price == bestPrice && s.zoneNew[z] < s.zoneNew[bestZ]) {
+					bestZ, bestIdx, bestPrice = z, i, cs[i].price
+				}
+				break
+			}
+		}
+		if bestZ >= 0 {
+			return pool, bestZ, bestIdx, bestPrice
+		}
+	}
+	return nil, 0, 0, 0
+}
+
+func (s *solver) limitOK(p *poolInfo, delta vec, newNode bool) bool {
+	if newNode && p.maxNodes >= 0 && p.nodes+1 > p.maxNodes {
+		return false
+	}
+	for i := range delta {
+		if p.limited[i] && p.used[i]+delta[i] > p.limit[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// open creates a planned node of pool in zone z on candidate idx.
+func (s *solver) open(pool *poolInfo, z, idx int, cls *podClass) *node {
+	n := s.newNodeBase("")
+	n.pool, n.z, n.minIdx = pool, z, idx
+	n.compat = make([]uint64, len(cls.perPool[pool.idx].bits[z]))
+	for i := range n.compat {
+		n.compat[i] = math.MaxUint64
+	}
+	pool.used = pool.used.add(pool.cands[z][idx].cap)
+	pool.nodes++
+	s.zoneNew[z]++
+	s.index(n, [2]int{pool.idx, z})
+	return n
+}

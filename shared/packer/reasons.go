@@ -1,0 +1,125 @@
+package packer
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Why a pod stays unschedulable. Like Nomad's FilterNode(option, reason), the
+// pool filter in bestNew records each NodePool's rejection where it turns the
+// pod down; the reason a plan gives is composed from those records, pool by
+// pool, with no second derivation. Only a pod's last attempt records (see place):
+// a pod reaches it only after every other rung failed, so placing the pods that
+// fit pays nothing for it. The records kept are those of the last retry round,
+// in which nothing was placed, so they describe the final state.
+
+// stage is how far a pool's best new node for the pod got before it was turned
+// down; the furthest over the pool's zones and candidates is its verdict.
+type stage int8
+
+const (
+	// stageClass: the pool, its types or its taints do not suit the pod (the
+	// class's classPool.reason says which).
+	stageClass stage = iota
+	// stageRoom: no type the pod may use holds its requests.
+	stageRoom
+	// stageLimits: the types that hold it would break the pool's limits.
+	stageLimits
+	// stageTopology: a node would hold it within the limits, but topology or host
+	// ports rule out every place it could open.
+	stageTopology
+)
+
+// rejections is a pod's record of why each pool gave it no new node.
+type rejections struct {
+	pools []poolRejection // by pool index
+}
+
+type poolRejection struct {
+	stage stage
+	// largest is the largest allocatable (less DaemonSets) among the types the
+	// pod may use that were too small for it.
+	largest vec
+}
+
+// start clears the record for a new attempt. Every method does nothing on a nil
+// record: attempts that are not recorded pass nil.
+func (r *rejections) start(pools int) {
+	if r == nil {
+		return
+	}
+	if cap(r.pools) < pools {
+		r.pools = make([]poolRejection, pools)
+	}
+	r.pools = r.pools[:pools]
+	clear(r.pools)
+}
+
+// reject notes that pool got as far as st before it was turned down.
+func (r *rejections) reject(pool int, st stage) {
+	if r != nil && st > r.pools[pool].stage {
+		r.pools[pool].stage = st
+	}
+}
+
+// tooSmall notes a type of pool too small for the pod.
+func (r *rejections) tooSmall(pool int, avail vec) {
+	if r != nil {
+		r.pools[pool].largest = r.pools[pool].largest.maxWith(avail)
+	}
+}
+
+// unplacedReason explains, pool by pool, why nothing can take p, from what its
+// last attempt recorded.
+func (s *solver) unplacedReason(p *podInfo) string {
+	if len(s.pools) == 0 {
+		return "no NodePool exists, and no existing node can take it"
+	}
+	cls := s.hardClass(p)
+	reasons := make([]string, 0, len(s.pools))
+	for _, pool := range s.pools {
+		r := p.rej.pools[pool.idx]
+		switch r.stage {
+		case stageClass:
+			reasons = append(reasons, cls.perPool[pool.idx].reason)
+		case stageRoom:
+			reasons = append(reasons, fmt.Sprintf("NodePool %s: no instance type has room for requests %s (largest allocatable less DaemonSets: %s)",
+				pool.name, s.dims.describe(p.req), s.dims.describe(r.largest)))
+		case stageLimits:
+			reasons = append(reasons, fmt.Sprintf("NodePool %s: its limits (%s) leave no room for another node that fits", pool.name, s.limitsText(pool)))
+		default:
+			reasons = append(reasons, fmt.Sprintf("NodePool %s: %s", pool.name, s.topologyBlocker(p)))
+		}
+	}
+	return strings.Join(reasons, "; ")
+}
+
+func (s *solver) limitsText(p *poolInfo) string {
+	var parts []string
+	for i, n := range s.dims.names {
+		if p.limited[i] {
+			parts = append(parts, fmt.Sprintf("%s %s of %s used", n, formatQuantity(n, p.used[i]), formatQuantity(n, p.limit[i])))
+		}
+	}
+	if p.maxNodes >= 0 {
+		parts = append(parts, fmt.Sprintf("nodes %d of %d", p.nodes, p.maxNodes))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (s *solver) topologyBlocker(p *podInfo) string {
+	for _, t := range p.own {
+		if !t.soft {
+			return "cannot satisfy " + t.g.desc
+		}
+	}
+	for _, g := range p.matched {
+		if g.kind == kindAntiAffinity {
+			return "another pod's " + g.desc + " excludes it"
+		}
+	}
+	if len(p.ports) > 0 {
+		return "its host ports are taken on every node that could take it"
+	}
+	return "no node that fits is allowed by its constraints"
+}
