@@ -1,5 +1,6 @@
 // Package bootstrap renders EC2 user data that makes a new instance join the
-// cluster, one format per EC2NodeClass amiFamily:
+// cluster, one format per node agent (package amifamily says which AMI family
+// uses which):
 //
 //   - AL2023: a nodeadm NodeConfig (node.eks.aws/v1alpha1) in a MIME multipart
 //     document, followed by the class's own user data parts;
@@ -74,24 +75,28 @@ type CustomValues struct {
 	Region string
 }
 
-// Render returns the user data (plain text, not base64) for an AMI family.
-func Render(family string, o Options) (string, error) {
+// The user data formats Joiner writes, one per node agent. Which AMI family
+// uses which is package amifamily's to say. Each checks the labels and taints
+// first: besides being refused by the kubelet, a bad one would end up unquoted in
+// shell or TOML.
+
+// EKS renders AL2 user data: the class's own parts, then /etc/eks/bootstrap.sh.
+func EKS(o Options) (string, error) { return checked(o, renderAL2) }
+
+// Nodeadm renders AL2023 user data: a nodeadm NodeConfig, then the class's parts.
+func Nodeadm(o Options) (string, error) { return checked(o, renderAL2023) }
+
+// Bottlerocket renders Bottlerocket TOML settings, the class's merged under Joiner's.
+func Bottlerocket(o Options) (string, error) { return checked(o, renderBottlerocket) }
+
+// Custom renders the class's own user data with its placeholders filled.
+func Custom(o Options) (string, error) { return checked(o, renderCustom) }
+
+func checked(o Options, render func(Options) (string, error)) (string, error) {
 	if err := validateLabelsAndTaints(o); err != nil {
 		return "", err
 	}
-	switch family {
-	case karpenter.AMIFamilyAL2023, "":
-		return renderAL2023(o)
-	case karpenter.AMIFamilyBottlerocket:
-		return renderBottlerocket(o)
-	case karpenter.AMIFamilyAL2:
-		return renderAL2(o)
-	case karpenter.AMIFamilyCustom:
-		return renderCustom(o)
-	case karpenter.AMIFamilyWindows2019, karpenter.AMIFamilyWindows2022:
-		return "", fmt.Errorf("amiFamily %s: Windows nodes are not supported by Joiner", family)
-	}
-	return "", fmt.Errorf("amiFamily %q is not one of AL2023, AL2, Bottlerocket, Custom", family)
+	return render(o)
 }
 
 // UnregisteredTaint is the startup taint every Joiner node registers with.

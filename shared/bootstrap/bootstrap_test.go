@@ -104,37 +104,31 @@ func (f fixture) options(t *testing.T, c cluster, maxPods int32) Options {
 	return o
 }
 
-func family(c *karpenter.EC2NodeClass) string {
-	if c.Spec.AMIFamily == nil {
-		return ""
-	}
-	return *c.Spec.AMIFamily
-}
-
 func TestGolden(t *testing.T) {
 	cases := []struct {
 		golden, fixture string
 		cluster         cluster
 		maxPods         int32
+		render          func(Options) (string, error)
 	}{
-		{"seed002-cpu-custom.txt", "seed002-cpu.yaml", kubean, 29},
-		{"seed002-gpu-custom.txt", "seed002-gpu.yaml", kubean, 58},
-		{"seed004-bottlerocket.toml", "seed004-bottlerocket.yaml", eksDemo, 58},
-		{"bottlerocket-user-settings.toml", "bottlerocket-user-settings.yaml", eksDemo, 29},
-		{"al2023-shell.mime", "al2023-shell.yaml", eksTechnews, 29},
-		{"al2023-nodeconfig.mime", "al2023-nodeconfig.yaml", eksTechnews, 58},
-		{"al2023-mime.mime", "al2023-mime.yaml", eksTechnews, 29},
-		{"al2.mime", "al2.yaml", eksTechnews, 17},
+		{"seed002-cpu-custom.txt", "seed002-cpu.yaml", kubean, 29, Custom},
+		{"seed002-gpu-custom.txt", "seed002-gpu.yaml", kubean, 58, Custom},
+		{"seed004-bottlerocket.toml", "seed004-bottlerocket.yaml", eksDemo, 58, Bottlerocket},
+		{"bottlerocket-user-settings.toml", "bottlerocket-user-settings.yaml", eksDemo, 29, Bottlerocket},
+		{"al2023-shell.mime", "al2023-shell.yaml", eksTechnews, 29, Nodeadm},
+		{"al2023-nodeconfig.mime", "al2023-nodeconfig.yaml", eksTechnews, 58, Nodeadm},
+		{"al2023-mime.mime", "al2023-mime.yaml", eksTechnews, 29, Nodeadm},
+		{"al2.mime", "al2.yaml", eksTechnews, 17, EKS},
 	}
 	for _, tc := range cases {
 		t.Run(tc.golden, func(t *testing.T) {
 			f := loadFixture(t, tc.fixture)
 			o := f.options(t, tc.cluster, tc.maxPods)
-			got, err := Render(family(f.class), o)
+			got, err := tc.render(o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, err := Render(family(f.class), o)
+			again, err := tc.render(o)
 			if err != nil || again != got {
 				t.Fatalf("second render differs (err %v): user data must be deterministic", err)
 			}
@@ -157,7 +151,7 @@ func TestGolden(t *testing.T) {
 
 func TestSeed002CustomFillsEveryPlaceholder(t *testing.T) {
 	f := loadFixture(t, "seed002-gpu.yaml")
-	got, err := Render(karpenter.AMIFamilyCustom, f.options(t, kubean, 58))
+	got, err := Custom(f.options(t, kubean, 58))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +174,7 @@ func TestSeed002CustomFillsEveryPlaceholder(t *testing.T) {
 
 func TestSeed002CPUCarriesLaunchTimeToken(t *testing.T) {
 	f := loadFixture(t, "seed002-cpu.yaml")
-	got, err := Render(karpenter.AMIFamilyCustom, f.options(t, kubean, 29))
+	got, err := Custom(f.options(t, kubean, 29))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +188,7 @@ func TestSeed002CPUCarriesLaunchTimeToken(t *testing.T) {
 
 func TestAL2023NodeConfigContent(t *testing.T) {
 	f := loadFixture(t, "al2023-shell.yaml")
-	got, err := Render(karpenter.AMIFamilyAL2023, f.options(t, eksTechnews, 29))
+	got, err := Nodeadm(f.options(t, eksTechnews, 29))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +240,7 @@ func TestAL2023NodeConfigContent(t *testing.T) {
 
 func TestAL2023MergesUserNodeConfig(t *testing.T) {
 	f := loadFixture(t, "al2023-nodeconfig.yaml")
-	got, err := Render(karpenter.AMIFamilyAL2023, f.options(t, eksTechnews, 58))
+	got, err := Nodeadm(f.options(t, eksTechnews, 58))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +275,7 @@ func TestAL2023MergesUserNodeConfig(t *testing.T) {
 
 func TestAL2023KeepsUserMIMEParts(t *testing.T) {
 	f := loadFixture(t, "al2023-mime.yaml")
-	got, err := Render(karpenter.AMIFamilyAL2023, f.options(t, eksTechnews, 29))
+	got, err := Nodeadm(f.options(t, eksTechnews, 29))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +298,7 @@ func TestAL2023KeepsUserMIMEParts(t *testing.T) {
 
 func TestBottlerocketJoinerKeysWin(t *testing.T) {
 	f := loadFixture(t, "bottlerocket-user-settings.yaml")
-	got, err := Render(karpenter.AMIFamilyBottlerocket, f.options(t, eksDemo, 29))
+	got, err := Bottlerocket(f.options(t, eksDemo, 29))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +348,7 @@ func TestBottlerocketJoinerKeysWin(t *testing.T) {
 
 func TestAL2BootstrapAfterUserPart(t *testing.T) {
 	f := loadFixture(t, "al2.yaml")
-	got, err := Render(karpenter.AMIFamilyAL2, f.options(t, eksTechnews, 17))
+	got, err := EKS(f.options(t, eksTechnews, 17))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,31 +376,30 @@ func TestRenderErrors(t *testing.T) {
 		return o
 	}
 	cases := []struct {
-		name, family string
-		o            Options
-		want         string
+		name   string
+		render func(Options) (string, error)
+		o      Options
+		want   string
 	}{
-		{"unknown placeholder", karpenter.AMIFamilyCustom, with(func(o *Options) { o.UserData = "kubeadm join {{ .ClusterEndpont }}" }), "unknown placeholder {{ .ClusterEndpont }}"},
-		{"template syntax", karpenter.AMIFamilyCustom, with(func(o *Options) { o.UserData = "kubeadm join {{ .ClusterEndpoint " }), "not a valid template"},
-		{"token without source", karpenter.AMIFamilyCustom, with(func(o *Options) { o.UserData = "--token {{ .BootstrapToken }}" }), AnnotationTokenParameter},
-		{"fetch without annotation", karpenter.AMIFamilyCustom, with(func(o *Options) { o.UserData = "{{ .BootstrapTokenFetch }}" }), AnnotationTokenFetch},
-		{"hash missing", karpenter.AMIFamilyCustom, with(func(o *Options) { o.UserData = "sha256:{{ .CACertHash }}" }), AnnotationCACertHash},
-		{"empty custom", karpenter.AMIFamilyCustom, base, "spec.userData is empty"},
-		{"al2023 without cidr", karpenter.AMIFamilyAL2023, with(func(o *Options) { o.ClusterCIDR = "" }), "cluster service CIDR"},
-		{"al2023 bad ca", karpenter.AMIFamilyAL2023, with(func(o *Options) { o.CABundle = "%%%" }), "not base64"},
-		{"bad label value", karpenter.AMIFamilyAL2023, with(func(o *Options) { o.Labels = map[string]string{"team": "a b"} }), "node label team=\"a b\""},
-		{"shell in label key", karpenter.AMIFamilyAL2, with(func(o *Options) { o.Labels = map[string]string{"x';rm -rf /": "1"} }), "node label key"},
-		{"bad taint effect", karpenter.AMIFamilyAL2, with(func(o *Options) { o.Taints = []corev1.Taint{{Key: "k", Effect: "Sometimes"}} }), `effect "Sometimes"`},
-		{"quote in endpoint", karpenter.AMIFamilyAL2, with(func(o *Options) { o.ClusterEndpoint = "https://x'y" }), "cluster endpoint"},
-		{"bad toml", karpenter.AMIFamilyBottlerocket, with(func(o *Options) { o.UserData = "[settings\nx=" }), "not valid TOML"},
-		{"settings not a table", karpenter.AMIFamilyBottlerocket, with(func(o *Options) { o.UserData = "settings = 3" }), "settings is a int64, want a table"},
-		{"windows", karpenter.AMIFamilyWindows2022, base, "Windows"},
-		{"unknown family", "Ubuntu", base, `amiFamily "Ubuntu"`},
-		{"broken MIME", karpenter.AMIFamilyAL2023, with(func(o *Options) { o.UserData = "MIME-Version: 1.0\nContent-Type: text/plain\n\nhi" }), "want multipart/mixed"},
+		{"unknown placeholder", Custom, with(func(o *Options) { o.UserData = "kubeadm join {{ .ClusterEndpont }}" }), "unknown placeholder {{ .ClusterEndpont }}"},
+		{"template syntax", Custom, with(func(o *Options) { o.UserData = "kubeadm join {{ .ClusterEndpoint " }), "not a valid template"},
+		{"token without source", Custom, with(func(o *Options) { o.UserData = "--token {{ .BootstrapToken }}" }), AnnotationTokenParameter},
+		{"fetch without annotation", Custom, with(func(o *Options) { o.UserData = "{{ .BootstrapTokenFetch }}" }), AnnotationTokenFetch},
+		{"hash missing", Custom, with(func(o *Options) { o.UserData = "sha256:{{ .CACertHash }}" }), AnnotationCACertHash},
+		{"empty custom", Custom, base, "spec.userData is empty"},
+		{"al2023 without cidr", Nodeadm, with(func(o *Options) { o.ClusterCIDR = "" }), "cluster service CIDR"},
+		{"al2023 bad ca", Nodeadm, with(func(o *Options) { o.CABundle = "%%%" }), "not base64"},
+		{"bad label value", Nodeadm, with(func(o *Options) { o.Labels = map[string]string{"team": "a b"} }), "node label team=\"a b\""},
+		{"shell in label key", EKS, with(func(o *Options) { o.Labels = map[string]string{"x';rm -rf /": "1"} }), "node label key"},
+		{"bad taint effect", EKS, with(func(o *Options) { o.Taints = []corev1.Taint{{Key: "k", Effect: "Sometimes"}} }), `effect "Sometimes"`},
+		{"quote in endpoint", EKS, with(func(o *Options) { o.ClusterEndpoint = "https://x'y" }), "cluster endpoint"},
+		{"bad toml", Bottlerocket, with(func(o *Options) { o.UserData = "[settings\nx=" }), "not valid TOML"},
+		{"settings not a table", Bottlerocket, with(func(o *Options) { o.UserData = "settings = 3" }), "settings is a int64, want a table"},
+		{"broken MIME", Nodeadm, with(func(o *Options) { o.UserData = "MIME-Version: 1.0\nContent-Type: text/plain\n\nhi" }), "want multipart/mixed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Render(tc.family, tc.o)
+			_, err := tc.render(tc.o)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
 			}
@@ -418,7 +411,7 @@ func TestCustomWithoutPlaceholdersUnchanged(t *testing.T) {
 	// Seed 002's user data exactly as the guide prints it (with its own <...>
 	// markers): no template actions, so it must pass through byte for byte.
 	ud := "#!/bin/bash\nkubeadm join https://<KUBE_APISERVER_DNS_NAME>:6443 \\\n  --token <KUBEADM_BOOTSTRAP_TOKEN>\n"
-	got, err := Render(karpenter.AMIFamilyCustom, Options{UserData: ud})
+	got, err := Custom(Options{UserData: ud})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/joiner-autoscaler/joiner/shared/amifamily"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
@@ -41,17 +42,6 @@ const (
 	// gravitonCMAMiB is memory Graviton kernels reserve as CMA (Karpenter:
 	// "Gravitons have an extra 64 MiB of cma reserved memory that we can't use").
 	gravitonCMAMiB = 64
-	// defaultPodsWithoutENILimit is Karpenter's pod count for AMI families
-	// without ENI-limited pod density (Windows).
-	defaultPodsWithoutENILimit = 110
-)
-
-var (
-	// DefaultRootVolumeSize is the ephemeral storage of the default block device
-	// mappings of AL2, AL2023 and Bottlerocket (its data volume).
-	DefaultRootVolumeSize = resource.MustParse("20Gi")
-	// windowsRootVolumeSize is the Windows families' default root volume.
-	windowsRootVolumeSize = resource.MustParse("50Gi")
 )
 
 // Overhead says how the node will be configured, as far as capacity and
@@ -79,10 +69,7 @@ func (o Overhead) Validate() error {
 	if o.VMMemoryOverheadPercent != nil && (*o.VMMemoryOverheadPercent < 0 || *o.VMMemoryOverheadPercent >= 1 || math.IsNaN(*o.VMMemoryOverheadPercent)) {
 		return fmt.Errorf("vmMemoryOverheadPercent: must be in [0, 1), got %v", *o.VMMemoryOverheadPercent)
 	}
-	switch o.AMIFamily {
-	case "", karpenter.AMIFamilyAL2023, karpenter.AMIFamilyAL2, karpenter.AMIFamilyBottlerocket, karpenter.AMIFamilyCustom,
-		karpenter.AMIFamilyWindows2019, karpenter.AMIFamilyWindows2022:
-	default:
+	if _, err := amifamily.Get(o.AMIFamily); err != nil {
 		return fmt.Errorf("amiFamily: unknown AMI family %q", o.AMIFamily)
 	}
 	k := o.Kubelet
@@ -129,43 +116,14 @@ func OverheadFor(nc *karpenter.EC2NodeClass) Overhead {
 	if nc == nil {
 		return Overhead{}
 	}
-	o := Overhead{Kubelet: nc.Spec.Kubelet, AMIFamily: amiFamilyOf(nc)}
-	if size := ephemeralVolumeSize(o.AMIFamily, nc.Spec.BlockDeviceMappings); size != nil {
+	o := Overhead{Kubelet: nc.Spec.Kubelet, AMIFamily: nc.Spec.EffectiveAMIFamily()}
+	if size := ephemeralVolumeSize(o.family(), nc.Spec.BlockDeviceMappings); size != nil {
 		o.RootVolumeSize = size
 	}
 	return o
 }
 
-func amiFamilyOf(nc *karpenter.EC2NodeClass) string {
-	if nc.Spec.AMIFamily != nil && *nc.Spec.AMIFamily != "" {
-		return *nc.Spec.AMIFamily
-	}
-	for _, term := range nc.Spec.AMISelectorTerms {
-		if term.Alias == "" {
-			continue
-		}
-		family, _, _ := strings.Cut(term.Alias, "@")
-		switch strings.ToLower(family) {
-		case "al2023":
-			return karpenter.AMIFamilyAL2023
-		case "al2":
-			return karpenter.AMIFamilyAL2
-		case "bottlerocket":
-			return karpenter.AMIFamilyBottlerocket
-		case "windows2019":
-			return karpenter.AMIFamilyWindows2019
-		case "windows2022":
-			return karpenter.AMIFamilyWindows2022
-		}
-	}
-	if len(nc.Spec.AMISelectorTerms) > 0 {
-		// Karpenter v1 treats selector terms without an alias as a custom AMI.
-		return karpenter.AMIFamilyCustom
-	}
-	return ""
-}
-
-func ephemeralVolumeSize(family string, bdms []*karpenter.BlockDeviceMapping) *resource.Quantity {
+func ephemeralVolumeSize(family amifamily.Family, bdms []*karpenter.BlockDeviceMapping) *resource.Quantity {
 	if len(bdms) == 0 {
 		return nil
 	}
@@ -175,19 +133,14 @@ func ephemeralVolumeSize(family string, bdms []*karpenter.BlockDeviceMapping) *r
 			return &q
 		}
 	}
-	if family == karpenter.AMIFamilyCustom {
+	device := family.EphemeralBlockDevice()
+	if device == "" {
+		// Custom: the AMI's layout is unknown, so the last mapping is taken.
 		if last := bdms[len(bdms)-1]; last != nil && last.EBS != nil && last.EBS.VolumeSize != nil {
 			q := last.EBS.VolumeSize.DeepCopy()
 			return &q
 		}
 		return nil
-	}
-	device := "/dev/xvda"
-	switch family {
-	case karpenter.AMIFamilyBottlerocket:
-		device = "/dev/xvdb"
-	case karpenter.AMIFamilyWindows2019, karpenter.AMIFamilyWindows2022:
-		device = "/dev/sda1"
 	}
 	for _, m := range bdms {
 		if m != nil && m.DeviceName != nil && *m.DeviceName == device && m.EBS != nil && m.EBS.VolumeSize != nil {
@@ -198,15 +151,14 @@ func ephemeralVolumeSize(family string, bdms []*karpenter.BlockDeviceMapping) *r
 	return nil
 }
 
-func (o Overhead) windows() bool {
-	return o.AMIFamily == karpenter.AMIFamilyWindows2019 || o.AMIFamily == karpenter.AMIFamilyWindows2022
-}
-
-// usesENILimitedMemoryOverhead mirrors Karpenter's AMI feature flag: AL2,
-// AL2023 and Custom size kube-reserved memory from the ENI-limited pod count
-// even when maxPods is overridden; Bottlerocket and Windows use the pod count.
-func (o Overhead) usesENILimitedMemoryOverhead() bool {
-	return o.AMIFamily != karpenter.AMIFamilyBottlerocket && !o.windows()
+// family is the AMI family the overhead follows; an unknown name (which
+// Validate reports) counts as the default family.
+func (o Overhead) family() amifamily.Family {
+	f, err := amifamily.Get(o.AMIFamily)
+	if err != nil {
+		return amifamily.Default
+	}
+	return f
 }
 
 func (o Overhead) vmOverheadPercent() float64 {
@@ -216,20 +168,23 @@ func (o Overhead) vmOverheadPercent() float64 {
 	return DefaultVMMemoryOverheadPercent
 }
 
-// pods is Karpenter's pods(): maxPods when set, else ENI-limited density (110
-// on Windows), capped by podsPerCore × vCPU where the family honours it
-// (not Bottlerocket).
-func (o Overhead) pods(it *InstanceType) int64 {
+// MaxPods is Karpenter's pods(): the kubelet's max-pods for the type, maxPods
+// when set, else ENI-limited density where the family supports it (else
+// amifamily.DefaultMaxPods), capped by podsPerCore × vCPU where the family
+// honours it.
+func MaxPods(it *InstanceType, o Overhead) int64 { return o.pods(it, o.family().FeatureFlags()) }
+
+func (o Overhead) pods(it *InstanceType, flags amifamily.FeatureFlags) int64 {
 	var count int64
 	switch {
 	case o.Kubelet != nil && o.Kubelet.MaxPods != nil:
 		count = int64(*o.Kubelet.MaxPods)
-	case o.windows():
-		count = defaultPodsWithoutENILimit
+	case !flags.SupportsENILimitedPodDensity:
+		count = amifamily.DefaultMaxPods
 	default:
 		count = int64(it.MaxPods)
 	}
-	if o.Kubelet != nil && o.Kubelet.PodsPerCore != nil && *o.Kubelet.PodsPerCore > 0 && o.AMIFamily != karpenter.AMIFamilyBottlerocket {
+	if o.Kubelet != nil && o.Kubelet.PodsPerCore != nil && *o.Kubelet.PodsPerCore > 0 && flags.PodsPerCoreEnabled {
 		count = min(count, int64(*o.Kubelet.PodsPerCore)*int64(it.VCPU))
 	}
 	return count
@@ -249,13 +204,10 @@ func (o Overhead) memoryBytes(it *InstanceType) int64 {
 }
 
 func (o Overhead) ephemeralStorage() resource.Quantity {
-	switch {
-	case o.RootVolumeSize != nil:
+	if o.RootVolumeSize != nil {
 		return o.RootVolumeSize.DeepCopy()
-	case o.windows():
-		return windowsRootVolumeSize.DeepCopy()
 	}
-	return DefaultRootVolumeSize.DeepCopy()
+	return amifamily.DefaultEphemeralVolumeSize(o.family())
 }
 
 const mebi = 1 << 20
@@ -270,7 +222,7 @@ func CapacityFor(it *InstanceType, o Overhead) corev1.ResourceList {
 	rl := corev1.ResourceList{
 		corev1.ResourceCPU:              *resource.NewQuantity(int64(it.VCPU), resource.DecimalSI),
 		corev1.ResourceMemory:           *resource.NewQuantity(o.memoryBytes(it), resource.BinarySI),
-		corev1.ResourcePods:             *resource.NewQuantity(o.pods(it), resource.DecimalSI),
+		corev1.ResourcePods:             *resource.NewQuantity(MaxPods(it, o), resource.DecimalSI),
 		corev1.ResourceEphemeralStorage: o.ephemeralStorage(),
 	}
 	if g := it.GPU; g != nil && g.Count > 0 {
@@ -313,8 +265,9 @@ func gpuResource(manufacturer string) (corev1.ResourceName, bool) {
 // the rest), memory 11 MiB per pod + 255 MiB, ephemeral-storage 1Gi; kubelet
 // kubeReserved entries replace the computed ones.
 func KubeReserved(it *InstanceType, o Overhead) corev1.ResourceList {
-	pods := o.pods(it)
-	if o.usesENILimitedMemoryOverhead() {
+	flags := o.family().FeatureFlags()
+	pods := o.pods(it, flags)
+	if flags.UsesENILimitedMemoryOverhead {
 		pods = int64(it.MaxPods)
 	}
 	rl := corev1.ResourceList{

@@ -11,15 +11,9 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/joiner-autoscaler/joiner/shared/amifamily"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
-)
-
-// AMI variants of the EKS-optimized and Bottlerocket images.
-const (
-	VariantStandard = "standard"
-	VariantNVIDIA   = "nvidia"
-	VariantNeuron   = "neuron"
 )
 
 // AMI is a resolved image and what it can run on.
@@ -48,110 +42,11 @@ func (a AMI) Fits(it *catalog.InstanceType) bool {
 func variantFor(it *catalog.InstanceType) string {
 	switch {
 	case it.GPU != nil && it.GPU.Manufacturer == "nvidia" && it.GPU.Count > 0:
-		return VariantNVIDIA
+		return amifamily.VariantNVIDIA
 	case it.Accelerator != nil && it.Accelerator.Manufacturer == "aws":
-		return VariantNeuron
+		return amifamily.VariantNeuron
 	}
-	return VariantStandard
-}
-
-// Family returns the class's AMI family: spec.amiFamily, else the alias's
-// family, else Custom (selector terms without an alias), as Karpenter v1 reads it.
-func Family(nc *karpenter.EC2NodeClass) string {
-	if nc.Spec.AMIFamily != nil && *nc.Spec.AMIFamily != "" {
-		return *nc.Spec.AMIFamily
-	}
-	for _, t := range nc.Spec.AMISelectorTerms {
-		if t.Alias == "" {
-			continue
-		}
-		if a, err := ParseAlias(t.Alias); err == nil {
-			return a.Family
-		}
-	}
-	return karpenter.AMIFamilyCustom
-}
-
-// Alias is a parsed amiSelectorTerms alias, family@version.
-type Alias struct {
-	// Family is the AMI family constant (AL2023, AL2, Bottlerocket).
-	Family string
-	// Version is "latest" or a pinned version such as v20240807 or 1.20.1.
-	Version string
-}
-
-// ParseAlias parses "al2023@latest", "bottlerocket@v1.20.1", "al2@v20240807".
-func ParseAlias(s string) (Alias, error) {
-	fam, ver, ok := strings.Cut(s, "@")
-	if !ok || ver == "" {
-		return Alias{}, fmt.Errorf("alias %q: want family@version, e.g. al2023@latest", s)
-	}
-	switch strings.ToLower(fam) {
-	case "al2023":
-		return Alias{karpenter.AMIFamilyAL2023, ver}, nil
-	case "al2":
-		return Alias{karpenter.AMIFamilyAL2, ver}, nil
-	case "bottlerocket":
-		return Alias{karpenter.AMIFamilyBottlerocket, ver}, nil
-	case "windows2019", "windows2022":
-		return Alias{}, fmt.Errorf("alias %q: Windows nodes are not supported by Joiner", s)
-	}
-	return Alias{}, fmt.Errorf("alias %q: unknown family %q (want al2023, al2 or bottlerocket)", s, fam)
-}
-
-// AliasParameter is one public SSM parameter an alias reads: the image for
-// one architecture (amd64, arm64) and variant (standard, nvidia, neuron).
-type AliasParameter struct {
-	Arch, Variant, Path string
-}
-
-// Parameters returns the public SSM parameter paths an alias reads for a
-// Kubernetes version, one per architecture and variant. root is normally
-// "/aws/service".
-func (a Alias) Parameters(root, k8s string) []AliasParameter {
-	var out []AliasParameter
-	archs := []struct{ ec2, kube string }{{"x86_64", catalog.ArchAMD64}, {"arm64", catalog.ArchARM64}}
-	switch a.Family {
-	case karpenter.AMIFamilyAL2023:
-		for _, arch := range archs {
-			variants := []string{VariantStandard, VariantNVIDIA}
-			if arch.ec2 == "x86_64" {
-				variants = append(variants, VariantNeuron)
-			}
-			for _, v := range variants {
-				base := fmt.Sprintf("%s/eks/optimized-ami/%s/amazon-linux-2023/%s/%s", root, k8s, arch.ec2, v)
-				leaf := "recommended"
-				if a.Version != "latest" {
-					leaf = fmt.Sprintf("amazon-eks-node-al2023-%s-%s-%s-%s", arch.ec2, v, k8s, a.Version)
-				}
-				out = append(out, AliasParameter{arch.kube, v, base + "/" + leaf + "/image_id"})
-			}
-		}
-	case karpenter.AMIFamilyBottlerocket:
-		ver := strings.TrimPrefix(a.Version, "v")
-		for _, arch := range archs {
-			for _, v := range []string{VariantStandard, VariantNVIDIA} {
-				suffix := ""
-				if v == VariantNVIDIA {
-					suffix = "-nvidia"
-				}
-				out = append(out, AliasParameter{arch.kube, v, fmt.Sprintf("%s/bottlerocket/aws-k8s-%s%s/%s/%s/image_id", root, k8s, suffix, arch.ec2, ver)})
-			}
-		}
-	case karpenter.AMIFamilyAL2:
-		for _, x := range []struct{ kube, variant, dir, node string }{
-			{catalog.ArchAMD64, VariantStandard, "amazon-linux-2", "amazon-eks-node"},
-			{catalog.ArchAMD64, VariantNVIDIA, "amazon-linux-2-gpu", "amazon-eks-gpu-node"},
-			{catalog.ArchARM64, VariantStandard, "amazon-linux-2-arm64", "amazon-eks-arm64-node"},
-		} {
-			leaf := "recommended"
-			if a.Version != "latest" {
-				leaf = fmt.Sprintf("%s-%s-%s", x.node, k8s, a.Version)
-			}
-			out = append(out, AliasParameter{x.kube, x.variant, fmt.Sprintf("%s/eks/optimized-ami/%s/%s/%s/image_id", root, k8s, x.dir, leaf)})
-		}
-	}
-	return out
+	return amifamily.VariantStandard
 }
 
 // AMIs resolves the class's amiSelectorTerms, newest first. An alias reads the
@@ -191,7 +86,7 @@ func (p *Provider) AMIs(ctx context.Context, nc *karpenter.EC2NodeClass) ([]AMI,
 }
 
 func (p *Provider) aliasAMIs(ctx context.Context, class, alias string) ([]AMI, error) {
-	a, err := ParseAlias(alias)
+	a, err := amifamily.ParseAlias(alias)
 	if err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %s: %w", class, err)
 	}
@@ -209,7 +104,7 @@ func (p *Provider) aliasAMIs(ctx context.Context, class, alias string) ([]AMI, e
 	if root == "" {
 		root = "/aws/service"
 	}
-	byID := map[string][]AliasParameter{}
+	byID := map[string][]amifamily.ImageParameter{}
 	var ids, tried []string
 	for _, param := range a.Parameters(root, cluster.Version) {
 		tried = append(tried, param.Path)

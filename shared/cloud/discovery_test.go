@@ -240,55 +240,6 @@ func TestAliasResolution(t *testing.T) {
 	})
 }
 
-func TestAliasParameterPaths(t *testing.T) {
-	paths := func(alias string) []string {
-		a, err := ParseAlias(alias)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, p := range a.Parameters("/aws/service", "1.31") {
-			out = append(out, p.Arch+" "+p.Variant+" "+p.Path)
-		}
-		return out
-	}
-	want := map[string][]string{
-		"al2023@latest": {
-			"amd64 standard /aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id",
-			"amd64 nvidia /aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/nvidia/recommended/image_id",
-			"amd64 neuron /aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/neuron/recommended/image_id",
-			"arm64 standard /aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id",
-			"arm64 nvidia /aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/nvidia/recommended/image_id",
-		},
-		"bottlerocket@v1.20.1": {
-			"amd64 standard /aws/service/bottlerocket/aws-k8s-1.31/x86_64/1.20.1/image_id",
-			"amd64 nvidia /aws/service/bottlerocket/aws-k8s-1.31-nvidia/x86_64/1.20.1/image_id",
-			"arm64 standard /aws/service/bottlerocket/aws-k8s-1.31/arm64/1.20.1/image_id",
-			"arm64 nvidia /aws/service/bottlerocket/aws-k8s-1.31-nvidia/arm64/1.20.1/image_id",
-		},
-		"al2@latest": {
-			"amd64 standard /aws/service/eks/optimized-ami/1.31/amazon-linux-2/recommended/image_id",
-			"amd64 nvidia /aws/service/eks/optimized-ami/1.31/amazon-linux-2-gpu/recommended/image_id",
-			"arm64 standard /aws/service/eks/optimized-ami/1.31/amazon-linux-2-arm64/recommended/image_id",
-		},
-		"al2@v20240807": {
-			"amd64 standard /aws/service/eks/optimized-ami/1.31/amazon-linux-2/amazon-eks-node-1.31-v20240807/image_id",
-			"amd64 nvidia /aws/service/eks/optimized-ami/1.31/amazon-linux-2-gpu/amazon-eks-gpu-node-1.31-v20240807/image_id",
-			"arm64 standard /aws/service/eks/optimized-ami/1.31/amazon-linux-2-arm64/amazon-eks-arm64-node-1.31-v20240807/image_id",
-		},
-	}
-	for alias, w := range want {
-		if got := paths(alias); !slices.Equal(got, w) {
-			t.Errorf("%s:\n got %q\nwant %q", alias, got, w)
-		}
-	}
-	for _, bad := range []string{"al2023", "al2023@", "windows2022@latest", "rhel@1"} {
-		if _, err := ParseAlias(bad); err == nil {
-			t.Errorf("alias %q accepted", bad)
-		}
-	}
-}
-
 func TestDiscoverInstanceTypesAndOfferings(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ctx := context.Background()

@@ -16,6 +16,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/joiner-autoscaler/joiner/shared/amifamily"
 	"github.com/joiner-autoscaler/joiner/shared/bootstrap"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
@@ -96,7 +97,7 @@ func UserDataLabels(labels map[string]string) map[string]string {
 // launchPlan is everything resolved once per Launch.
 type launchPlan struct {
 	req      LaunchRequest
-	family   string
+	family   amifamily.Family
 	subnets  map[string]Subnet // zone → chosen subnet
 	allSubs  []Subnet
 	zones    []string
@@ -187,7 +188,11 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 		return nil, fmt.Errorf("launch %s: no instance type options", req.NodeClaim)
 	}
 	nc := req.NodeClass
-	plan := &launchPlan{req: req, family: Family(nc), specs: map[string]templateSpec{}, groupOf: map[string]string{}}
+	family, err := amifamily.Of(nc)
+	if err != nil {
+		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
+	}
+	plan := &launchPlan{req: req, family: family, specs: map[string]templateSpec{}, groupOf: map[string]string{}}
 	for _, ct := range []string{karpenter.CapacityTypeSpot, karpenter.CapacityTypeOnDemand} {
 		if slices.Contains(req.CapacityTypes, ct) || (len(req.CapacityTypes) == 0 && ct == karpenter.CapacityTypeOnDemand) {
 			plan.capTypes = append(plan.capTypes, ct)
@@ -232,7 +237,7 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 	if plan.offered, err = p.offeringsFor(ctx, req.InstanceTypes); err != nil {
 		return nil, err
 	}
-	opts, err := p.userDataOptions(ctx, req)
+	opts, err := p.userDataOptions(ctx, req, family)
 	if err != nil {
 		return nil, err
 	}
@@ -251,17 +256,17 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 			continue
 		}
 		o := opts
-		if plan.family != karpenter.AMIFamilyCustom {
-			o.MaxPods = maxPods(it, nc.Spec.Kubelet, plan.family)
+		if !family.FeatureFlags().UserDataIsBootstrap {
+			o.MaxPods = int32(catalog.MaxPods(it, catalog.Overhead{Kubelet: nc.Spec.Kubelet, AMIFamily: family.Name()}))
 		}
 		key := fmt.Sprintf("%s/%d", ami.ID, o.MaxPods)
 		tname, ok := rendered[key]
 		if !ok {
-			ud, err := p.render(plan.family, o)
+			ud, err := p.render(family, o)
 			if err != nil {
 				return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 			}
-			spec, err := p.buildTemplate(nc, ami, ud, groups)
+			spec, err := p.buildTemplate(nc, family, ami, ud, groups)
 			if err != nil {
 				return nil, err
 			}
@@ -278,12 +283,12 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 	return plan, nil
 }
 
-// render is bootstrap.Render, remembered for the provider's life: an invocation's
-// launches mostly share their user data, and rendering it (YAML in MIME) cost more
-// than the rest of a launch's planning.
-func (p *Provider) render(family string, o bootstrap.Options) (string, error) {
+// render is the family's UserData, remembered for the provider's life: an
+// invocation's launches mostly share their user data, and rendering it (YAML in
+// MIME) cost more than the rest of a launch's planning.
+func (p *Provider) render(family amifamily.Family, o bootstrap.Options) (string, error) {
 	raw, kerr := json.Marshal(o)
-	key := family + "\x00" + string(raw)
+	key := family.Name() + "\x00" + string(raw)
 	if kerr == nil {
 		p.mu.Lock()
 		ud, ok := p.userData[key]
@@ -292,7 +297,7 @@ func (p *Provider) render(family string, o bootstrap.Options) (string, error) {
 			return ud, nil
 		}
 	}
-	ud, err := bootstrap.Render(family, o)
+	ud, err := family.UserData(o)
 	if err != nil || kerr != nil {
 		return ud, err
 	}
@@ -302,21 +307,9 @@ func (p *Provider) render(family string, o bootstrap.Options) (string, error) {
 	return ud, nil
 }
 
-// maxPods is the kubelet's max-pods for a type, as Karpenter computes it.
-func maxPods(it *catalog.InstanceType, kc *karpenter.KubeletConfiguration, family string) int32 {
-	n := int32(it.MaxPods)
-	if kc != nil && kc.MaxPods != nil {
-		n = *kc.MaxPods
-	}
-	if kc != nil && kc.PodsPerCore != nil && *kc.PodsPerCore > 0 && family != karpenter.AMIFamilyBottlerocket {
-		n = min(n, *kc.PodsPerCore*int32(it.VCPU))
-	}
-	return n
-}
-
 // userDataOptions gathers what user data needs, reading the kubeadm bootstrap
 // token only when the class's user data uses it.
-func (p *Provider) userDataOptions(ctx context.Context, req LaunchRequest) (bootstrap.Options, error) {
+func (p *Provider) userDataOptions(ctx context.Context, req LaunchRequest, family amifamily.Family) (bootstrap.Options, error) {
 	nc := req.NodeClass
 	cluster, err := p.Cluster(ctx)
 	if err != nil {
@@ -329,7 +322,7 @@ func (p *Provider) userDataOptions(ctx context.Context, req LaunchRequest) (boot
 	if nc.Spec.UserData != nil {
 		o.UserData = *nc.Spec.UserData
 	}
-	if Family(nc) != karpenter.AMIFamilyCustom {
+	if !family.FeatureFlags().UserDataIsBootstrap {
 		return o, nil
 	}
 	src, err := bootstrap.TokenSourceFromAnnotations(nc.Annotations)

@@ -164,7 +164,7 @@ func TestLaunchSeed002GPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantUD, err := bootstrap.Render(karpenter.AMIFamilyCustom, bootstrap.Options{
+		wantUD, err := bootstrap.Custom(bootstrap.Options{
 			ClusterName: testCluster, ClusterEndpoint: testEndpoint, CABundle: testCA, ClusterCIDR: testCIDR,
 			Labels: map[string]string{"node.lifecycle": "karpenter", "node.accelerator": "nvidia-gpu", karpenter.NodePoolLabelKey: "workload-gpu-l4"},
 			Taints: gpuRequest(nc, "x").Taints, UserData: *nc.Spec.UserData,

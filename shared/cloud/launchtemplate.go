@@ -16,8 +16,8 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/joiner-autoscaler/joiner/shared/amifamily"
 	"github.com/joiner-autoscaler/joiner/shared/bootstrap"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
@@ -36,28 +36,10 @@ const (
 	TagManagedBy = "joiner.dev/managed-by"
 )
 
-// defaultBlockDevices are the root volumes Karpenter gives each family when
-// the class has no blockDeviceMappings (Custom keeps the AMI's own).
-func defaultBlockDevices(family string) []*karpenter.BlockDeviceMapping {
-	vol := func(dev, size string) *karpenter.BlockDeviceMapping {
-		q := resource.MustParse(size)
-		return &karpenter.BlockDeviceMapping{DeviceName: aws.String(dev), EBS: &karpenter.BlockDevice{
-			VolumeSize: &q, VolumeType: aws.String("gp3"), Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true),
-		}}
-	}
-	switch family {
-	case karpenter.AMIFamilyAL2, karpenter.AMIFamilyAL2023:
-		return []*karpenter.BlockDeviceMapping{vol("/dev/xvda", "20Gi")}
-	case karpenter.AMIFamilyBottlerocket:
-		return []*karpenter.BlockDeviceMapping{vol("/dev/xvda", "4Gi"), vol("/dev/xvdb", "20Gi")}
-	}
-	return nil
-}
-
 // blockDevices converts the class's mappings to launch template form.
-func blockDevices(family string, in []*karpenter.BlockDeviceMapping) ([]ec2types.LaunchTemplateBlockDeviceMappingRequest, error) {
+func blockDevices(family amifamily.Family, in []*karpenter.BlockDeviceMapping) ([]ec2types.LaunchTemplateBlockDeviceMappingRequest, error) {
 	if len(in) == 0 {
-		in = defaultBlockDevices(family)
+		in = family.DefaultBlockDeviceMappings()
 	}
 	var out []ec2types.LaunchTemplateBlockDeviceMappingRequest
 	for i, m := range in {
@@ -145,12 +127,12 @@ type templateSpec struct {
 // buildTemplate renders user data and assembles the launch template data;
 // its name hashes the whole content, so any change makes a new template and
 // equal content reuses the existing one.
-func (p *Provider) buildTemplate(nc *karpenter.EC2NodeClass, ami AMI, userData string, groups []SecurityGroup) (templateSpec, error) {
+func (p *Provider) buildTemplate(nc *karpenter.EC2NodeClass, family amifamily.Family, ami AMI, userData string, groups []SecurityGroup) (templateSpec, error) {
 	profile, err := instanceProfile(nc)
 	if err != nil {
 		return templateSpec{}, err
 	}
-	bdm, err := blockDevices(Family(nc), nc.Spec.BlockDeviceMappings)
+	bdm, err := blockDevices(family, nc.Spec.BlockDeviceMappings)
 	if err != nil {
 		return templateSpec{}, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 	}

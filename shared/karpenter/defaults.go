@@ -3,8 +3,6 @@ package karpenter
 import (
 	"strings"
 	"time"
-
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Karpenter's documented defaults.
@@ -95,12 +93,23 @@ func (s *EC2NodeClassSpec) Alias() string {
 	return ""
 }
 
-// EffectiveAMIFamily is the amiFamily set, else the one the alias implies.
+// EffectiveAMIFamily is the amiFamily the class bootstraps with, as Karpenter v1
+// reads it: the amiFamily set, else the one an alias implies, else Custom (AMIs
+// selected by id, name, tags or ssmParameter); "" when the class selects no AMIs
+// at all (package amifamily's Default then applies).
 func (s *EC2NodeClassSpec) EffectiveAMIFamily() string {
 	if s.AMIFamily != nil && *s.AMIFamily != "" {
 		return *s.AMIFamily
 	}
-	return AliasFamily(s.Alias())
+	for _, t := range s.AMISelectorTerms {
+		if fam := AliasFamily(t.Alias); fam != "" {
+			return fam
+		}
+	}
+	if len(s.AMISelectorTerms) > 0 {
+		return AMIFamilyCustom
+	}
+	return ""
 }
 
 // SetDefaults fills what Karpenter fills for an EC2NodeClass: IMDS settings (endpoint
@@ -134,24 +143,6 @@ func (nc *EC2NodeClass) SetDefaults() {
 	if m.HTTPTokens == nil {
 		m.HTTPTokens = ptr(DefaultHTTPTokens)
 	}
-}
-
-// DefaultBlockDeviceMappings returns the volumes Karpenter gives an instance of the
-// amiFamily when the class lists none (AL2/AL2023: a 20Gi gp3 root; Bottlerocket: a 4Gi
-// OS volume and a 20Gi data volume; Windows: 50Gi root). Custom gets the AL2 layout.
-func DefaultBlockDeviceMappings(amiFamily string) []*BlockDeviceMapping {
-	ebs := func(dev, size string) *BlockDeviceMapping {
-		q := resource.MustParse(size)
-		return &BlockDeviceMapping{DeviceName: ptr(dev), EBS: &BlockDevice{
-			Encrypted: ptr(true), VolumeSize: &q, VolumeType: ptr("gp3")}}
-	}
-	switch amiFamily {
-	case AMIFamilyBottlerocket:
-		return []*BlockDeviceMapping{ebs("/dev/xvda", "4Gi"), ebs("/dev/xvdb", "20Gi")}
-	case AMIFamilyWindows2019, AMIFamilyWindows2022:
-		return []*BlockDeviceMapping{ebs("/dev/sda1", "50Gi")}
-	}
-	return []*BlockDeviceMapping{ebs("/dev/xvda", "20Gi")}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -122,14 +122,3 @@ func TestEC2NodeClassSetDefaults(t *testing.T) {
 		})
 	}
 }
-
-func TestDefaultBlockDeviceMappings(t *testing.T) {
-	br := DefaultBlockDeviceMappings(AMIFamilyBottlerocket)
-	if len(br) != 2 || *br[0].DeviceName != "/dev/xvda" || br[1].EBS.VolumeSize.String() != "20Gi" {
-		t.Errorf("bottlerocket volumes = %+v", br)
-	}
-	al := DefaultBlockDeviceMappings(AMIFamilyAL2023)
-	if len(al) != 1 || al[0].EBS.VolumeSize.String() != "20Gi" || *al[0].EBS.VolumeType != "gp3" || !*al[0].EBS.Encrypted {
-		t.Errorf("al2023 volumes = %+v", al[0].EBS)
-	}
-}
