@@ -158,12 +158,15 @@ func (a Alias) Parameters(root, k8sVersion string) []ImageParameter {
 	return a.Family.ImageParameters(root, k8sVersion, a.Version)
 }
 
-// ebs is a volume of Karpenter's default kind (gp3, encrypted) and size.
+// ebs is a volume of Karpenter's default kind (DefaultEBS: gp3, encrypted) and
+// size. Like Karpenter's, it leaves deleteOnTermination unset: the volume then
+// takes the AMI's mapping of the device, which deletes it with the instance in
+// every EKS-optimized and Bottlerocket AMI.
 func ebs(device, size string) *karpenter.BlockDeviceMapping {
 	q := resource.MustParse(size)
 	t, yes := "gp3", true
 	return &karpenter.BlockDeviceMapping{DeviceName: &device, EBS: &karpenter.BlockDevice{
-		VolumeSize: &q, VolumeType: &t, Encrypted: &yes, DeleteOnTermination: &yes,
+		VolumeSize: &q, VolumeType: &t, Encrypted: &yes,
 	}}
 }
 

@@ -129,6 +129,11 @@ func TestDefaultBlockDeviceMappings(t *testing.T) {
 			if *m.EBS.VolumeType != "gp3" || !*m.EBS.Encrypted {
 				t.Errorf("%s: %s is %s encrypted=%v, want gp3 encrypted", tc.family, *m.DeviceName, *m.EBS.VolumeType, *m.EBS.Encrypted)
 			}
+			// Karpenter's DefaultEBS sets no deleteOnTermination (the AMI's mapping
+			// decides); Joiner used to send true, so its templates differed.
+			if m.EBS.DeleteOnTermination != nil || m.EBS.IOPS != nil || m.EBS.Throughput != nil || m.EBS.KMSKeyID != nil || m.RootVolume {
+				t.Errorf("%s: %s carries settings Karpenter's defaults do not: %+v", tc.family, *m.DeviceName, m.EBS)
+			}
 			got = append(got, vol{*m.DeviceName, m.EBS.VolumeSize.String()})
 		}
 		if !slices.Equal(got, tc.want) || f.EphemeralBlockDevice() != tc.ephemeral {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -217,6 +218,18 @@ func TestLaunchOnDemandLowestPriceAndIMDSOverride(t *testing.T) {
 		if len(d.BlockDeviceMappings) != 1 || aws.ToInt32(d.BlockDeviceMappings[0].Ebs.VolumeSize) != 20 {
 			t.Errorf("AL2023 default root volume: %+v", d.BlockDeviceMappings)
 		}
+		// Karpenter's default volume, as sent: /dev/xvda 20 GiB gp3 encrypted and
+		// nothing else (deleteOnTermination comes from the AMI's own mapping).
+		sent := e.proxy.formsOf("CreateLaunchTemplate")[0]
+		bdm := map[string]string{}
+		for k := range sent {
+			if rest, ok := strings.CutPrefix(k, "LaunchTemplateData.BlockDeviceMapping.1."); ok {
+				bdm[rest] = sent.Get(k)
+			}
+		}
+		if want := map[string]string{"DeviceName": "/dev/xvda", "Ebs.VolumeSize": "20", "Ebs.VolumeType": "gp3", "Ebs.Encrypted": "true"}; !maps.Equal(bdm, want) {
+			t.Errorf("default block device sent as %v, want %v", bdm, want)
+		}
 		ud, _ := base64.StdEncoding.DecodeString(aws.ToString(d.UserData))
 		for _, want := range []string{"apiVersion: node.eks.aws/v1alpha1", "maxPods: 29", "--node-labels=karpenter.sh/nodepool=workload-general", "name: " + testCluster} {
 			if !strings.Contains(string(ud), want) {
@@ -307,7 +320,11 @@ func TestLaunchCustomTokenAtLaunchTime(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					ud, _ := base64.StdEncoding.DecodeString(aws.ToString(e.templateData(inst.LaunchTemplate).UserData))
+					d := e.templateData(inst.LaunchTemplate)
+					if len(d.BlockDeviceMappings) != 0 {
+						t.Errorf("a Custom class without blockDeviceMappings keeps the AMI's volumes; got %+v", d.BlockDeviceMappings)
+					}
+					ud, _ := base64.StdEncoding.DecodeString(aws.ToString(d.UserData))
 					if !strings.Contains(string(ud), "--token "+testToken+" --discovery-token-ca-cert-hash sha256:"+strings.Repeat("0123456789abcdef", 4)) {
 						t.Errorf("user data lacks the token read at launch:\n%s", ud)
 					}
