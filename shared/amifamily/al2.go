@@ -17,13 +17,15 @@ func (AL2) Name() string { return karpenter.AMIFamilyAL2 }
 // Supported implements Family.
 func (AL2) Supported() error { return nil }
 
-// ImageParameters implements Family: amd64 standard and GPU images, arm64
-// standard (AL2 has no arm64 GPU image).
+// ImageParameters implements Family: amd64 standard and accelerated images,
+// arm64 standard (AL2 has no arm64 accelerated image). The accelerated image
+// carries both the NVIDIA and the Neuron drivers, so it serves both variants.
 func (AL2) ImageParameters(root, k8s, version string) []ImageParameter {
 	var out []ImageParameter
 	for _, x := range []struct{ kube, variant, dir, node string }{
 		{archAMD64, VariantStandard, "amazon-linux-2", "amazon-eks-node"},
 		{archAMD64, VariantNVIDIA, "amazon-linux-2-gpu", "amazon-eks-gpu-node"},
+		{archAMD64, VariantNeuron, "amazon-linux-2-gpu", "amazon-eks-gpu-node"},
 		{archARM64, VariantStandard, "amazon-linux-2-arm64", "amazon-eks-arm64-node"},
 	} {
 		leaf := "recommended"

@@ -19,18 +19,23 @@ func (Bottlerocket) Name() string { return karpenter.AMIFamilyBottlerocket }
 func (Bottlerocket) Supported() error { return nil }
 
 // ImageParameters implements Family: standard and nvidia images for both
-// architectures. The SSM path has no "v" where release names have one, so both
-// spellings of a pinned version are accepted.
+// architectures; the x86_64 standard image also runs Neuron (Inferentia,
+// Trainium) instances. The SSM path has no "v" where release names have one, so
+// both spellings of a pinned version are accepted.
 func (Bottlerocket) ImageParameters(root, k8s, version string) []ImageParameter {
 	ver := strings.TrimPrefix(version, "v")
 	var out []ImageParameter
 	for _, arch := range []struct{ ec2, kube string }{{"x86_64", archAMD64}, {"arm64", archARM64}} {
-		for _, v := range []string{VariantStandard, VariantNVIDIA} {
-			suffix := ""
+		variants := []string{VariantStandard, VariantNVIDIA}
+		if arch.ec2 == "x86_64" {
+			variants = append(variants, VariantNeuron)
+		}
+		for _, v := range variants {
+			flavour := ""
 			if v == VariantNVIDIA {
-				suffix = "-nvidia"
+				flavour = "-nvidia"
 			}
-			out = append(out, ImageParameter{arch.kube, v, fmt.Sprintf("%s/bottlerocket/aws-k8s-%s%s/%s/%s/image_id", root, k8s, suffix, arch.ec2, ver)})
+			out = append(out, ImageParameter{arch.kube, v, fmt.Sprintf("%s/bottlerocket/aws-k8s-%s%s/%s/%s/image_id", root, k8s, flavour, arch.ec2, ver)})
 		}
 	}
 	return out

@@ -42,17 +42,20 @@ func TestAliasParameterPaths(t *testing.T) {
 		"bottlerocket@v1.20.1": {
 			"amd64 standard /aws/service/bottlerocket/aws-k8s-1.31/x86_64/1.20.1/image_id",
 			"amd64 nvidia /aws/service/bottlerocket/aws-k8s-1.31-nvidia/x86_64/1.20.1/image_id",
+			"amd64 neuron /aws/service/bottlerocket/aws-k8s-1.31/x86_64/1.20.1/image_id",
 			"arm64 standard /aws/service/bottlerocket/aws-k8s-1.31/arm64/1.20.1/image_id",
 			"arm64 nvidia /aws/service/bottlerocket/aws-k8s-1.31-nvidia/arm64/1.20.1/image_id",
 		},
 		"al2@latest": {
 			"amd64 standard /aws/service/eks/optimized-ami/1.31/amazon-linux-2/recommended/image_id",
 			"amd64 nvidia /aws/service/eks/optimized-ami/1.31/amazon-linux-2-gpu/recommended/image_id",
+			"amd64 neuron /aws/service/eks/optimized-ami/1.31/amazon-linux-2-gpu/recommended/image_id",
 			"arm64 standard /aws/service/eks/optimized-ami/1.31/amazon-linux-2-arm64/recommended/image_id",
 		},
 		"al2@v20240807": {
 			"amd64 standard /aws/service/eks/optimized-ami/1.31/amazon-linux-2/amazon-eks-node-1.31-v20240807/image_id",
 			"amd64 nvidia /aws/service/eks/optimized-ami/1.31/amazon-linux-2-gpu/amazon-eks-gpu-node-1.31-v20240807/image_id",
+			"amd64 neuron /aws/service/eks/optimized-ami/1.31/amazon-linux-2-gpu/amazon-eks-gpu-node-1.31-v20240807/image_id",
 			"arm64 standard /aws/service/eks/optimized-ami/1.31/amazon-linux-2-arm64/amazon-eks-arm64-node-1.31-v20240807/image_id",
 		},
 	}

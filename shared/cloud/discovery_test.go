@@ -198,7 +198,8 @@ func TestAliasResolution(t *testing.T) {
 			want  map[string]string // arch/variant → image
 		}{
 			{"al2023@latest", map[string]string{"amd64/standard": e.amiX86, "arm64/standard": e.amiARM, "amd64/nvidia": e.amiGPU}},
-			{"bottlerocket@latest", map[string]string{"amd64/standard": e.amiX86, "arm64/standard": e.amiARM, "amd64/nvidia": e.amiGPU}},
+			// Bottlerocket's x86_64 standard image also runs Neuron instances (Karpenter's variants).
+			{"bottlerocket@latest", map[string]string{"amd64/standard": e.amiX86, "amd64/neuron": e.amiX86, "arm64/standard": e.amiARM, "amd64/nvidia": e.amiGPU}},
 			{"al2@latest", map[string]string{"amd64/standard": e.amiX86}},
 			{"al2023@v20240807", map[string]string{"amd64/standard": e.amiGPU}},
 		}
