@@ -12,7 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 )
 
 // PendingPodsSchemaVersion is the schema version of the Pending Pods detail this
@@ -287,15 +288,15 @@ func (p *PendingPod) hasContainerRequests() bool {
 	return len(p.Containers) > 0 || len(p.InitContainers) > 0 || len(p.PodRequests) > 0
 }
 
-// EffectiveRequests is what the pod needs from a node: kube-scheduler's formula
-// (k8s.io/component-helpers/resource.PodRequests: containers, sidecars, init containers,
+// EffectiveRequests is what the pod needs from a node: facts.PodRequests of the pod
+// ToPod rebuilds (kube-scheduler's formula: containers, sidecars, init containers,
 // pod-level resources, overhead), or the precomputed Requests when the sender sent only
 // that.
 func (p *PendingPod) EffectiveRequests() corev1.ResourceList {
 	if !p.hasContainerRequests() {
 		return p.Requests.DeepCopy()
 	}
-	return resourcehelper.PodRequests(p.ToPod(), resourcehelper.PodResourcesOptions{})
+	return facts.PodRequests(p.ToPod())
 }
 
 // ToPod rebuilds a Pending *corev1.Pod carrying exactly the scheduling-relevant fields,

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kube/access"
@@ -92,7 +93,7 @@ func snapshotCluster(ctx context.Context, kubeconfig, kubeContext, path string) 
 		p := &pods.Items[i]
 		// DaemonSet pods come from their DaemonSet; finished and terminating pods
 		// hold no capacity a replay should plan for.
-		if ownedBy(p, "DaemonSet") || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if ownedBy(p, "DaemonSet") || !facts.IsActive(p) {
 			continue
 		}
 		docs = append(docs, manifestDoc("v1", "Pod", toMap(p), true))

@@ -15,10 +15,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/manifest"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
@@ -152,7 +151,7 @@ func loadSnapshot(paths []string, catalogPath, region string, stderr io.Writer) 
 	}
 	for _, p := range b.Pods {
 		if p.Spec.NodeName == "" {
-			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			if facts.IsTerminal(p) {
 				continue
 			}
 			snap.Pods = append(snap.Pods, p)

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
 
@@ -77,14 +78,14 @@ func (s *state) compactNode(ns packer.NodeState) packer.NodeState {
 	var order []string
 	first := mergedNamespace
 	for _, p := range all {
-		if !isTerminal(p) && !keepAsIs(p) && isDaemonSetPod(p) {
-			first = podNamespace(p)
+		if !facts.IsTerminal(p) && !keepAsIs(p) && isDaemonSetPod(p) {
+			first = facts.PodNamespace(p)
 			break
 		}
 	}
 	folded := 0
 	for _, p := range all {
-		if isTerminal(p) {
+		if facts.IsTerminal(p) {
 			continue
 		}
 		if keepAsIs(p) {
@@ -93,7 +94,7 @@ func (s *state) compactNode(ns packer.NodeState) packer.NodeState {
 		}
 		ns := first
 		if isDaemonSetPod(p) {
-			ns = podNamespace(p)
+			ns = facts.PodNamespace(p)
 		}
 		f := folds[ns]
 		if f == nil {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
@@ -190,10 +191,10 @@ func newState(in Input) *state {
 				n.claim = nc
 			}
 		}
-		n.controlPlane = isProtectedRole(ns.Node)
+		n.controlPlane = facts.IsProtectedNode(ns.Node)
 		n.deleting = ns.Node.DeletionTimestamp != nil || hasDisruptedTaint(ns.Node) ||
 			(n.claim != nil && n.claim.DeletionTimestamp != nil)
-		n.notReady = !nodeReady(ns.Node)
+		n.notReady = !facts.NodeReady(ns.Node)
 		if n.deleting {
 			s.removed[n.name()] = true
 		}

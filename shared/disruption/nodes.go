@@ -13,16 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
-	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
-
-// Node roles Joiner never disrupts, as labels or as taint keys.
-var protectedRoles = []string{
-	"node-role.kubernetes.io/control-plane",
-	"node-role.kubernetes.io/master",
-	"node-role.kubernetes.io/infra",
-}
 
 // podDeletionCostAnnotation lowers or raises a pod's eviction cost, as the
 // ReplicaSet controller reads it.
@@ -105,7 +98,7 @@ type pdbInfo struct {
 func (p *pdbInfo) name() string { return p.pdb.Namespace + "/" + p.pdb.Name }
 
 func (p *pdbInfo) matches(pod *corev1.Pod) bool {
-	return p.sel != nil && p.pdb.Namespace == podNamespace(pod) && p.sel.Matches(labels.Set(pod.Labels))
+	return p.sel != nil && p.pdb.Namespace == facts.PodNamespace(pod) && p.sel.Matches(labels.Set(pod.Labels))
 }
 
 func newPDBs(in []*policyv1.PodDisruptionBudget, warn func(string)) []*pdbInfo {
@@ -130,19 +123,6 @@ func newPDBs(in []*policyv1.PodDisruptionBudget, warn func(string)) []*pdbInfo {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name() < out[j].name() })
 	return out
-}
-
-func podNamespace(p *corev1.Pod) string {
-	if p.Namespace == "" {
-		return "default"
-	}
-	return p.Namespace
-}
-
-func podKey(p *corev1.Pod) string { return podNamespace(p) + "/" + p.Name }
-
-func isTerminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 func isDaemonSetPod(p *corev1.Pod) bool {
@@ -170,21 +150,7 @@ func isMirrorPod(p *corev1.Pod) bool {
 // Karpenter's reschedulable pods: DaemonSet and mirror pods go with the node,
 // finished pods need no home and terminating pods are leaving anyway.
 func movable(p *corev1.Pod) bool {
-	return !isTerminal(p) && p.DeletionTimestamp == nil && !isDaemonSetPod(p) && !isMirrorPod(p)
-}
-
-func isProtectedRole(n *corev1.Node) bool {
-	for _, k := range protectedRoles {
-		if _, ok := n.Labels[k]; ok {
-			return true
-		}
-		for _, t := range n.Spec.Taints {
-			if t.Key == k {
-				return true
-			}
-		}
-	}
-	return false
+	return !facts.IsTerminal(p) && p.DeletionTimestamp == nil && !isDaemonSetPod(p) && !isMirrorPod(p)
 }
 
 func hasDisruptedTaint(n *corev1.Node) bool {
@@ -196,37 +162,24 @@ func hasDisruptedTaint(n *corev1.Node) bool {
 	return false
 }
 
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func conditionTrue(conds []metav1.Condition, typ string) bool {
 	c := findCondition(conds, typ)
 	return c != nil && c.Status == metav1.ConditionTrue
-}
-
-func doNotDisrupt(annotations map[string]string) bool {
-	return annotations[karpenter.DoNotDisruptAnnotation] == "true"
 }
 
 // voluntaryBlock explains why the node may not be disrupted voluntarily (do-not-
 // disrupt on the node, its NodeClaim or one of its running pods; a PDB that
 // allows no further eviction of one of its pods), or returns "".
 func (s *state) voluntaryBlock(n *nodeInfo) (BlockCode, string) {
-	if doNotDisrupt(n.state.Annotations) {
+	if facts.DoNotDisrupt(n.state.Annotations) {
 		return BlockDoNotDisrupt, fmt.Sprintf("node is annotated %s: \"true\"", karpenter.DoNotDisruptAnnotation)
 	}
-	if n.claim != nil && doNotDisrupt(n.claim.Annotations) {
+	if n.claim != nil && facts.DoNotDisrupt(n.claim.Annotations) {
 		return BlockDoNotDisrupt, fmt.Sprintf("NodeClaim %s is annotated %s: \"true\"", n.claim.Name, karpenter.DoNotDisruptAnnotation)
 	}
 	for _, p := range n.pods {
-		if !isTerminal(p) && doNotDisrupt(p.Annotations) {
-			return BlockDoNotDisrupt, fmt.Sprintf("pod %s is annotated %s: \"true\"", podKey(p), karpenter.DoNotDisruptAnnotation)
+		if facts.PodBlocksDisruption(p) {
+			return BlockDoNotDisrupt, fmt.Sprintf("pod %s is annotated %s: \"true\"", facts.PodKey(p), karpenter.DoNotDisruptAnnotation)
 		}
 	}
 	for _, p := range n.movable {
@@ -243,14 +196,14 @@ func (s *state) voluntaryBlock(n *nodeInfo) (BlockCode, string) {
 				names[i] = b.name()
 			}
 			return BlockPDB, fmt.Sprintf("pod %s is selected by more than one PodDisruptionBudget (%s): the eviction API refuses to evict it",
-				podKey(p), strings.Join(names, ", "))
+				facts.PodKey(p), strings.Join(names, ", "))
 		case len(hit) == 1 && hit[0].remaining <= 0:
 			allowed := hit[0].pdb.Status.DisruptionsAllowed
 			if int(allowed) > 0 {
 				return BlockPDB, fmt.Sprintf("PodDisruptionBudget %s (pod %s): its %d allowed disruption(s) are taken by nodes disrupted earlier this round",
-					hit[0].name(), podKey(p), allowed)
+					hit[0].name(), facts.PodKey(p), allowed)
 			}
-			return BlockPDB, fmt.Sprintf("PodDisruptionBudget %s allows 0 disruptions (pod %s)", hit[0].name(), podKey(p))
+			return BlockPDB, fmt.Sprintf("PodDisruptionBudget %s allows 0 disruptions (pod %s)", hit[0].name(), facts.PodKey(p))
 		}
 	}
 	return "", ""
@@ -309,7 +262,7 @@ func (s *state) rank(n *nodeInfo) {
 			c += float64(*p.Spec.Priority) / math.Pow(2, 25)
 		}
 		cost += max(-10, min(10, c))
-		r := packer.PodRequests(p)
+		r := facts.PodRequests(p)
 		cpu += r.Cpu().MilliValue()
 		mem += r.Memory().Value()
 	}

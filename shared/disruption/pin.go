@@ -5,9 +5,9 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
@@ -25,7 +25,7 @@ func (s *state) requests(p *corev1.Pod) corev1.ResourceList {
 	if r, ok := s.reqs[p]; ok {
 		return r
 	}
-	r := packer.PodRequests(p)
+	r := facts.PodRequests(p)
 	s.reqs[p] = r
 	return r
 }
@@ -53,7 +53,7 @@ func (s *state) initRoom() {
 		a := n.state.Status.Allocatable
 		r := room{cpu: a.Cpu().MilliValue(), mem: a.Memory().Value(), pods: a.Pods().Value()}
 		for _, p := range n.pods {
-			if !isTerminal(p) {
+			if !facts.IsTerminal(p) {
 				r = r.minus(s.roomOf(p))
 			}
 		}
@@ -80,7 +80,7 @@ func (s *state) podsOf(n *nodeInfo) []*corev1.Pod {
 func (s *state) pin(pods []*corev1.Pod, plan *packer.Plan, claims []*karpenter.NodeClaim) {
 	byKey := make(map[string]*corev1.Pod, len(pods))
 	for _, p := range pods {
-		byKey[podKey(p)] = p
+		byKey[facts.PodKey(p)] = p
 	}
 	for _, e := range plan.ExistingNodes {
 		var on []*corev1.Pod
@@ -148,22 +148,7 @@ func (s *state) reduce(nc *karpenter.NodeClaim, pods []*corev1.Pod) {
 		return
 	}
 	for _, p := range pods {
-		for name, q := range s.requests(p) {
-			if cur, ok := alloc[name]; ok {
-				cur.Sub(q)
-				if cur.Sign() < 0 {
-					cur = *resource.NewQuantity(0, cur.Format)
-				}
-				alloc[name] = cur
-			}
-		}
-		if cur, ok := alloc[corev1.ResourcePods]; ok {
-			cur.Sub(*resource.NewQuantity(1, resource.DecimalSI))
-			if cur.Sign() < 0 {
-				cur = *resource.NewQuantity(0, resource.DecimalSI)
-			}
-			alloc[corev1.ResourcePods] = cur
-		}
+		facts.SubtractPod(alloc, s.requests(p))
 	}
 }
 

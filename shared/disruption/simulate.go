@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
@@ -65,7 +66,7 @@ func (s *state) simulate(cands []*nodeInfo) (*packer.Plan, string) {
 	own := map[string]bool{}
 	for _, n := range cands {
 		for _, p := range n.movable {
-			own[podKey(p)] = true
+			own[facts.PodKey(p)] = true
 		}
 		pods = append(pods, s.podsOf(n)...)
 	}
@@ -97,7 +98,7 @@ func destinations(cands []*nodeInfo, plan *packer.Plan) string {
 	own := map[string]bool{}
 	for _, n := range cands {
 		for _, p := range n.movable {
-			own[podKey(p)] = true
+			own[facts.PodKey(p)] = true
 		}
 	}
 	count := map[string]int{}

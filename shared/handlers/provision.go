@@ -14,6 +14,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
 	"github.com/joiner-autoscaler/joiner/shared/disruption"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
@@ -67,7 +68,7 @@ func (d *Deps) launchPlan(ctx context.Context, st *kube.ClusterState, cat *catal
 	}
 	pods := map[string]*corev1.Pod{}
 	for _, p := range st.Snapshot.Pods {
-		pods[p.Namespace+"/"+p.Name] = p
+		pods[facts.PodKey(p)] = p
 	}
 	jobs := make([]*launchJob, len(plan.NewNodes))
 	for i := range plan.NewNodes {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/joiner-autoscaler/joiner/events"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
@@ -123,7 +124,7 @@ func (d *Deps) reportUnschedulable(ctx context.Context, st *kube.ClusterState, p
 	}
 	pods := map[string]*corev1.Pod{}
 	for _, p := range st.Snapshot.Pods {
-		pods[p.Namespace+"/"+p.Name] = p
+		pods[facts.PodKey(p)] = p
 	}
 	var evs []kube.Event
 	for _, u := range plan.Unschedulable {

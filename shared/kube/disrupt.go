@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
@@ -81,11 +82,6 @@ func IsControlPlane(n *corev1.Node) bool {
 	return false
 }
 
-// DoNotDisrupt reports whether obj's annotations forbid voluntary disruption.
-func DoNotDisrupt(annotations map[string]string) bool {
-	return annotations[karpenter.DoNotDisruptAnnotation] == "true"
-}
-
 // BeginDisruption checks that nodeName is Joiner's to disrupt and taints it
 // karpenter.sh/disrupted:NoSchedule. A voluntary disruption is refused (with a
 // DisruptionBlocked Event) when the node or any of its pods is annotated
@@ -108,14 +104,14 @@ func (c *Client) BeginDisruption(ctx context.Context, st *ClusterState, nodeName
 		return nil, fmt.Errorf("disrupt node %s: no NodeClaim owns it: %w", nodeName, ErrNotOwned)
 	}
 	if !opts.Involuntary {
-		if DoNotDisrupt(node.Annotations) {
+		if facts.DoNotDisrupt(node.Annotations) {
 			note := fmt.Sprintf("Node has %q annotation", karpenter.DoNotDisruptAnnotation)
 			c.warn(ctx, NodeRef(node), ReasonDisruptionBlocked, "Disrupt", note)
 			c.warn(ctx, NodeClaimRef(nc), ReasonDisruptionBlocked, "Disrupt", note)
 			return nil, fmt.Errorf("disrupt node %s: %w", nodeName, ErrDoNotDisrupt)
 		}
 		for _, p := range st.PodsByNode[nodeName] {
-			if DoNotDisrupt(p.Annotations) && !isTerminal(p) {
+			if facts.PodBlocksDisruption(p) {
 				note := fmt.Sprintf("Pod %s/%s has %q annotation", p.Namespace, p.Name, karpenter.DoNotDisruptAnnotation)
 				c.warn(ctx, PodRef(p), ReasonDisruptionBlocked, "Disrupt", fmt.Sprintf("Pod has %q annotation", karpenter.DoNotDisruptAnnotation))
 				c.warn(ctx, NodeRef(node), ReasonDisruptionBlocked, "Disrupt", note)
@@ -424,8 +420,8 @@ func (c *Client) Drain(ctx context.Context, nodeName string, opts DrainOptions) 
 				continue
 			}
 			switch {
-			case isOwnedBy(p, "DaemonSet"), isMirror(p), isTerminal(p), toleratesDisrupted(p):
-				res.Skipped = append(res.Skipped, key(p))
+			case isOwnedBy(p, "DaemonSet"), isMirror(p), facts.IsTerminal(p), toleratesDisrupted(p):
+				res.Skipped = append(res.Skipped, facts.PodKey(p))
 			case p.DeletionTimestamp != nil:
 				if now.Before(p.DeletionTimestamp.Time) { // still inside its grace period
 					waiting = append(waiting, p)
@@ -449,15 +445,15 @@ func (c *Client) Drain(ctx context.Context, nodeName string, opts DrainOptions) 
 				break
 			}
 			pastGrace := !opts.GraceDeadline.IsZero() && !now.Before(opts.GraceDeadline.Add(-podGrace(p)))
-			if DoNotDisrupt(p.Annotations) && !opts.Involuntary && !pastGrace {
+			if facts.DoNotDisrupt(p.Annotations) && !opts.Involuntary && !pastGrace {
 				c.warn(ctx, PodRef(p), ReasonDisruptionBlocked, "Evict", fmt.Sprintf("Pod has %q annotation", karpenter.DoNotDisruptAnnotation))
-				return c.drainStopped(ctx, nodeName, res, append(candidates, waiting...), fmt.Errorf("drain node %s: pod %s: %w", nodeName, key(p), ErrDoNotDisrupt))
+				return c.drainStopped(ctx, nodeName, res, append(candidates, waiting...), fmt.Errorf("drain node %s: pod %s: %w", nodeName, facts.PodKey(p), ErrDoNotDisrupt))
 			}
 			if pastGrace {
 				if err := c.deletePod(ctx, p, opts.GraceDeadline.Sub(now)); err != nil {
 					return c.drainStopped(ctx, nodeName, res, candidates, err)
 				}
-				res.Deleted = append(res.Deleted, key(p))
+				res.Deleted = append(res.Deleted, facts.PodKey(p))
 				c.normal(ctx, PodRef(p), ReasonEvicted, "Delete", "Deleted pod: terminationGracePeriod of node "+nodeName+" reached")
 				continue
 			}
@@ -466,7 +462,7 @@ func (c *Client) Drain(ctx context.Context, nodeName string, opts DrainOptions) 
 			case err == nil:
 				if !evicted[p.UID] {
 					evicted[p.UID] = true
-					res.Evicted = append(res.Evicted, key(p))
+					res.Evicted = append(res.Evicted, facts.PodKey(p))
 					c.normal(ctx, PodRef(p), ReasonEvicted, "Evict", "Evicted pod: "+opts.Reason)
 				}
 			case apierrors.IsNotFound(err), apierrors.IsConflict(err) && strings.Contains(err.Error(), "UID"):
@@ -478,7 +474,7 @@ func (c *Client) Drain(ctx context.Context, nodeName string, opts DrainOptions) 
 				}
 			default:
 				if ctx.Err() == nil {
-					return c.drainStopped(ctx, nodeName, res, candidates, fmt.Errorf("evict pod %s: %w", key(p), err))
+					return c.drainStopped(ctx, nodeName, res, candidates, fmt.Errorf("evict pod %s: %w", facts.PodKey(p), err))
 				}
 			}
 		}
@@ -497,7 +493,7 @@ func (c *Client) Drain(ctx context.Context, nodeName string, opts DrainOptions) 
 func (c *Client) drainStopped(ctx context.Context, nodeName string, res *DrainResult, left []*corev1.Pod, err error) (*DrainResult, error) {
 	res.Remaining = res.Remaining[:0]
 	for _, p := range left {
-		res.Remaining = append(res.Remaining, key(p))
+		res.Remaining = append(res.Remaining, facts.PodKey(p))
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -521,7 +517,7 @@ func (c *Client) deletePod(ctx context.Context, p *corev1.Pod, left time.Duratio
 	err := c.clients.Core.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &p.UID}})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete pod %s: %w", key(p), err)
+		return fmt.Errorf("delete pod %s: %w", facts.PodKey(p), err)
 	}
 	return nil
 }
@@ -554,8 +550,6 @@ func toleratesDisrupted(p *corev1.Pod) bool {
 	}
 	return false
 }
-
-func key(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 
 func errMessage(err error) string {
 	var st apierrors.APIStatus

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
@@ -451,7 +452,7 @@ func (c *Client) register(ctx context.Context, nc *karpenter.NodeClaim, node *co
 func (c *Client) initialize(ctx context.Context, nc *karpenter.NodeClaim, node *corev1.Node) (bool, error) {
 	reason, msg := "", ""
 	switch {
-	case !nodeReady(node):
+	case !facts.NodeReady(node):
 		reason, msg = ReasonNodeNotReady, "Node not ready"
 	case hasAnyTaint(node, nc.Spec.StartupTaints):
 		reason, msg = ReasonStartupTaintsExist, "StartupTaints exist on the node"
@@ -494,15 +495,6 @@ func (c *Client) initialize(ctx context.Context, nc *karpenter.NodeClaim, node *
 	*nc = *out
 	c.normal(ctx, NodeClaimRef(nc), ReasonInitialized, "Initialize", "Node "+node.Name+" initialized")
 	return true, nil
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, cd := range n.Status.Conditions {
-		if cd.Type == corev1.NodeReady {
-			return cd.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func hasAnyTaint(n *corev1.Node, taints []corev1.Taint) bool {

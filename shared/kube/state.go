@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
@@ -228,7 +229,7 @@ func assemble(st *ClusterState, pods []*corev1.Pod) {
 		switch {
 		case IsPending(p):
 			st.Snapshot.Pods = append(st.Snapshot.Pods, p)
-		case p.Spec.NodeName != "" && !isTerminal(p):
+		case p.Spec.NodeName != "" && !facts.IsTerminal(p):
 			st.PodsByNode[p.Spec.NodeName] = append(st.PodsByNode[p.Spec.NodeName], p)
 		}
 	}
@@ -290,7 +291,7 @@ func withoutBoundPods(nc *karpenter.NodeClaim, pods []*corev1.Pod) *karpenter.No
 // not terminating, PodScheduled=False with reason Unschedulable. DaemonSet pods and pods
 // waiting on a preemption (nominatedNodeName) are left out, as Karpenter leaves them.
 func IsPending(p *corev1.Pod) bool {
-	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || isTerminal(p) || p.Status.NominatedNodeName != "" {
+	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || facts.IsTerminal(p) || p.Status.NominatedNodeName != "" {
 		return false
 	}
 	if isOwnedBy(p, "DaemonSet") {
@@ -302,10 +303,6 @@ func IsPending(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func isTerminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 func isOwnedBy(p *corev1.Pod, kind string) bool {

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 )
 
 // updatePDBs computes each PodDisruptionBudget's status as the disruption controller
@@ -44,7 +46,7 @@ func (c *Cluster) budgetStatus(pdb *policyv1.PodDisruptionBudget, pods []*corev1
 	healthy, expected := 0, 0
 	owners := map[workloadKey]bool{}
 	for _, p := range pods {
-		if p.Namespace != pdb.Namespace || !live(p) || !sel.Matches(labels.Set(p.Labels)) {
+		if p.Namespace != pdb.Namespace || !facts.IsActive(p) || !sel.Matches(labels.Set(p.Labels)) {
 			continue
 		}
 		if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {

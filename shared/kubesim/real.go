@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
@@ -222,7 +223,7 @@ func (c *Cluster) writeNodeStatus(ctx context.Context, n *corev1.Node, st corev1
 	}
 	// The API server's TaintNodesByCondition admission taints a new node not-ready;
 	// the node lifecycle controller lifts that once the node reports Ready.
-	if !ready(out) || !slices.ContainsFunc(out.Spec.Taints, isNotReady) {
+	if !facts.NodeReady(out) || !slices.ContainsFunc(out.Spec.Taints, isNotReady) {
 		return nil
 	}
 	out.Spec.Taints = slices.DeleteFunc(out.Spec.Taints, isNotReady)

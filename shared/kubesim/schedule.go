@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
 
@@ -25,7 +26,7 @@ func (c *Cluster) schedule(ctx context.Context, r *Report, pods *[]*corev1.Pod) 
 	for i, p := range *pods {
 		index[p] = i
 		switch {
-		case !live(p) || isDaemon(p):
+		case !facts.IsActive(p) || isDaemon(p):
 		case p.Spec.NodeName != "":
 			bound[p.Spec.NodeName] = append(bound[p.Spec.NodeName], p)
 		default:
@@ -98,20 +99,11 @@ func (c *Cluster) schedulingSnapshot(ctx context.Context, pending []*corev1.Pod,
 	}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if ready(n) && n.DeletionTimestamp == nil {
+		if facts.NodeReady(n) && n.DeletionTimestamp == nil {
 			snap.Nodes = append(snap.Nodes, packer.NodeState{Node: n, Pods: bound[n.Name]})
 		}
 	}
 	return snap, nil
-}
-
-func ready(n *corev1.Node) bool {
-	for _, cd := range n.Status.Conditions {
-		if cd.Type == corev1.NodeReady {
-			return cd.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // bind does what the scheduler's binding and the kubelet's start do: the pod is on

@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 )
 
 // workloadKinds are the controllers whose pods come back when they are lost.
@@ -49,10 +51,6 @@ func isDaemon(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func live(p *corev1.Pod) bool {
-	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
 // adopt records the workload of a pod applied to the cluster.
@@ -97,7 +95,7 @@ func (c *Cluster) reconcileWorkloads(ctx context.Context, r *Report, pods *[]*co
 func livePodsByOwner(pods []*corev1.Pod) map[workloadKey][]*corev1.Pod {
 	out := map[workloadKey][]*corev1.Pod{}
 	for _, p := range pods {
-		if k, ok := controllerOf(p); ok && live(p) {
+		if k, ok := controllerOf(p); ok && facts.IsActive(p) {
 			out[k] = append(out[k], p)
 		}
 	}

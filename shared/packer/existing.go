@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
@@ -48,14 +49,14 @@ func (s *solver) addExisting() {
 		n.avail = s.dims.vec(node.Status.Allocatable)
 		listed := map[string]bool{}
 		for _, pod := range ns.Pods {
-			if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			if facts.IsTerminal(pod) {
 				continue
 			}
-			n.used = n.used.add(s.dims.vec(PodRequests(pod)))
+			n.used = n.used.add(s.dims.vec(facts.PodRequests(pod)))
 			n.used[dimPods]++
 			for _, o := range pod.OwnerReferences {
 				if o.Kind == "DaemonSet" {
-					listed[podNS(pod)+"/"+o.Name] = true
+					listed[facts.PodNamespace(pod)+"/"+o.Name] = true
 				}
 			}
 			for _, c := range pod.Spec.Containers {
@@ -169,16 +170,16 @@ func (s *solver) seedCounts() {
 	for i, ns := range s.snap.Nodes {
 		n := s.nodes[i]
 		for _, pod := range ns.Pods {
-			if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			if facts.IsTerminal(pod) {
 				continue
 			}
-			s.count(n, s.topo.matching(podNS(pod), pod.Labels))
+			s.count(n, s.topo.matching(facts.PodNamespace(pod), pod.Labels))
 			a := pod.Spec.Affinity
 			if a == nil || a.PodAntiAffinity == nil {
 				continue
 			}
 			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-				g, err := s.topo.group(kindAntiAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, podNS(pod), 0)
+				g, err := s.topo.group(kindAntiAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, facts.PodNamespace(pod), 0)
 				if err == nil {
 					s.own(n, g)
 				}

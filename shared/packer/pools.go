@@ -12,6 +12,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
@@ -156,7 +157,7 @@ func (s *solver) buildDaemonSets() {
 	for _, ds := range s.snap.DaemonSets {
 		pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
 		d := &dsInfo{ds: ds, aff: nodeaffinity.GetRequiredNodeAffinity(pod), tol: ds.Spec.Template.Spec.Tolerations,
-			req: s.dims.vec(PodRequests(pod)), owner: ds.Namespace + "/" + ds.Name}
+			req: s.dims.vec(facts.PodRequests(pod)), owner: ds.Namespace + "/" + ds.Name}
 		d.req[dimPods]++
 		s.daemonsets = append(s.daemonsets, d)
 	}

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // maxDims bounds the resource dimensions one solve tracks: cpu, memory, pods and
@@ -137,57 +136,4 @@ func formatQuantity(n corev1.ResourceName, v int64) string {
 		return fmt.Sprint(v)
 	}
 	return fmt.Sprint(v)
-}
-
-// PodRequests returns what a pod asks the scheduler for, by Kubernetes' rule:
-// the larger of the sum of app containers plus sidecars and the largest init
-// container (with the sidecars started before it), plus pod overhead. A container
-// that sets limits but no requests requests its limits, as API defaulting does;
-// manifests read from files have not been through that defaulting.
-func PodRequests(pod *corev1.Pod) corev1.ResourceList {
-	if needsLimitDefaulting(pod) {
-		pod = withDefaultedRequests(pod)
-	}
-	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-}
-
-func needsLimitDefaulting(pod *corev1.Pod) bool {
-	check := func(cs []corev1.Container) bool {
-		for i := range cs {
-			for n := range cs[i].Resources.Limits {
-				if _, ok := cs[i].Resources.Requests[n]; !ok {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	return check(pod.Spec.Containers) || check(pod.Spec.InitContainers)
-}
-
-func withDefaultedRequests(pod *corev1.Pod) *corev1.Pod {
-	p := *pod
-	fix := func(cs []corev1.Container) []corev1.Container {
-		out := make([]corev1.Container, len(cs))
-		copy(out, cs)
-		for i := range out {
-			if len(out[i].Resources.Limits) == 0 {
-				continue
-			}
-			req := corev1.ResourceList{}
-			for n, q := range out[i].Resources.Requests {
-				req[n] = q
-			}
-			for n, q := range out[i].Resources.Limits {
-				if _, ok := req[n]; !ok {
-					req[n] = q
-				}
-			}
-			out[i].Resources.Requests = req
-		}
-		return out
-	}
-	p.Spec.Containers = fix(pod.Spec.Containers)
-	p.Spec.InitContainers = fix(pod.Spec.InitContainers)
-	return &p
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
@@ -169,7 +170,7 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 	plan := &Plan{NewNodes: []NewNode{}, ExistingNodes: []ExistingNode{}, Unschedulable: []Unschedulable{}}
 	if snap.Catalog == nil {
 		for _, p := range snap.Pods {
-			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: podKey(p), Reason: "no instance catalog"})
+			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: facts.PodKey(p), Reason: "no instance catalog"})
 		}
 		return plan
 	}
@@ -250,14 +251,6 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 	return plan
 }
 
-func podKey(p *corev1.Pod) string {
-	ns := p.Namespace
-	if ns == "" {
-		ns = "default"
-	}
-	return ns + "/" + p.Name
-}
-
 func (s *solver) registerDims() error {
 	var err error
 	reg := func(rl corev1.ResourceList) {
@@ -289,7 +282,7 @@ func (s *solver) registerDims() error {
 		}
 	}
 	for _, d := range s.snap.DaemonSets {
-		reg(PodRequests(&corev1.Pod{Spec: d.Spec.Template.Spec}))
+		reg(facts.PodRequests(&corev1.Pod{Spec: d.Spec.Template.Spec}))
 	}
 	for _, np := range s.snap.NodePools {
 		for n := range np.Spec.Limits {
@@ -334,7 +327,7 @@ func (s *solver) preparePods(dimErr error) {
 	s.pods = make([]*podInfo, 0, len(s.snap.Pods))
 	for i, pod := range s.snap.Pods {
 		p := &infos[i]
-		*p = podInfo{pod: pod, key: podKey(pod), ns: pod.Namespace}
+		*p = podInfo{pod: pod, key: facts.PodKey(pod), ns: pod.Namespace}
 		if p.ns == "" {
 			p.ns = "default"
 		}
@@ -397,7 +390,7 @@ func (s *solver) preparePods(dimErr error) {
 				continue
 			}
 			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-				_, _ = s.topo.group(kindAntiAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, podNS(pod), 0)
+				_, _ = s.topo.group(kindAntiAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, facts.PodNamespace(pod), 0)
 			}
 		}
 	}
@@ -406,13 +399,6 @@ func (s *solver) preparePods(dimErr error) {
 			p.matched = s.topo.matching(p.ns, p.pod.Labels)
 		}
 	}
-}
-
-func podNS(p *corev1.Pod) string {
-	if p.Namespace == "" {
-		return "default"
-	}
-	return p.Namespace
 }
 
 func (s *solver) ownTerms(p *podInfo) error {
@@ -467,11 +453,11 @@ func (s *solver) ownTerms(p *podInfo) error {
 	return nil
 }
 
-// podVec is PodRequests as a vector. Most pods have only app containers with
-// requests set; summing those directly avoids the general rule's allocations.
+// podVec is facts.PodRequests as a vector. Most pods have only app containers
+// with requests set; summing those directly avoids the general rule's allocations.
 func (s *solver) podVec(pod *corev1.Pod) vec {
-	if len(pod.Spec.InitContainers) > 0 || len(pod.Spec.Overhead) > 0 || pod.Spec.Resources != nil || needsLimitDefaulting(pod) {
-		return s.dims.vec(PodRequests(pod))
+	if !facts.RequestsAreContainerSum(pod) {
+		return s.dims.vec(facts.PodRequests(pod))
 	}
 	var v vec
 	for i := range pod.Spec.Containers {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 )
@@ -195,16 +196,14 @@ func total(cs []Count) int {
 // podCounts counts pods (DaemonSet pods aside) running on a Ready node, and the others.
 func podCounts(v *view) (running, other int) {
 	ready := map[string]bool{}
-	for _, n := range v.nodes {
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				ready[n.Name] = true
-			}
+	for i := range v.nodes {
+		if facts.NodeReady(&v.nodes[i]) {
+			ready[v.nodes[i].Name] = true
 		}
 	}
 	for i := range v.pods {
 		p := &v.pods[i]
-		if isDaemonPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if isDaemonPod(p) || facts.IsTerminal(p) {
 			continue
 		}
 		if p.Spec.NodeName != "" && ready[p.Spec.NodeName] && p.Status.Phase == corev1.PodRunning {

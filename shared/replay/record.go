@@ -13,6 +13,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/manifest"
@@ -90,7 +91,7 @@ func (rec *recorder) lowerBound(pods []corev1.Pod, nodes []corev1.Node, ds []app
 	counts := map[string]int{}
 	for i := range pods {
 		p := &pods[i]
-		if isDaemonPod(p) || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if isDaemonPod(p) || !facts.IsActive(p) {
 			continue
 		}
 		if f := foreign[p.Spec.NodeName]; f != nil {

@@ -10,6 +10,11 @@
 // bind the pods (topology spread with selectors that match unconstrained pods, pod
 // affinity seeded by the group's first pod), it checks the strongest condition that
 // holds in every order.
+//
+// It deliberately keeps its own statement of the pod facts (requests, finished and
+// DaemonSet pods) instead of importing shared/facts, which the engine and the rest
+// of Joiner use: a checker that shared the engine's code would share its bugs and
+// approve them. Where the two disagree, a test fails and one of them is wrong.
 package check
 
 import (

@@ -6,8 +6,8 @@ import (
 )
 
 // PodRequests computes what a pod asks the scheduler for, written from Kubernetes'
-// documented rule rather than shared with the engine, so that a bug in one is caught
-// by the other:
+// documented rule rather than shared with the engine (which uses facts.PodRequests,
+// built on k8s.io/component-helpers), so that a bug in one is caught by the other:
 //
 //	max( Σ app containers + Σ sidecars,
 //	     max over init containers i of (request of i + sidecars started before i) )
