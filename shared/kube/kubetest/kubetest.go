@@ -1,9 +1,11 @@
 // Package kubetest starts a real etcd + kube-apiserver on loopback for integration
-// tests (controller-runtime's envtest) with Joiner's deploy/ CRDs installed. The
-// binaries come from KUBEBUILDER_ASSETS or $KAPI_PREFIX/bin (built by
-// `make kube-assets`, i.e. scripts/kube-assets.sh). When they are missing a test fails
-// in CI (CI=true) and is skipped on a developer machine, with a message saying how to
-// build them.
+// tests (controller-runtime's envtest) with Joiner's deploy/ CRDs installed, and
+// beside it, on demand, the real kube-scheduler (default profile) and the KWOK
+// controller (node heartbeats, pod lifecycle), so tests judge placements by the
+// scheduler a cluster runs. The binaries come from KUBEBUILDER_ASSETS or
+// $KAPI_PREFIX/bin (built by `make kube-assets`, i.e. scripts/kube-assets.sh). When
+// one is missing a test fails under `make test` (JOINER_REQUIRE_REAL_PARTS=1) or in
+// CI (CI=true), and is skipped elsewhere with a message saying how to build them.
 package kubetest
 
 import (
@@ -176,8 +178,10 @@ func Shared(t testing.TB) *Env {
 	return shared.env
 }
 
-// StopShared stops the control plane Shared started, if any.
+// StopShared stops the control plane Shared started, and the scheduler and KWOK
+// SharedScheduling started beside it, if any.
 func StopShared() {
+	_ = stopSharedScheduling()
 	if shared.env != nil {
 		_ = shared.env.Stop()
 	}
@@ -194,8 +198,8 @@ func (e *Env) Kubectl(args ...string) (string, error) {
 	return string(out), err
 }
 
-// Need fails (CI=true) or skips (developer machine) t when env did not start because
-// the binaries are missing.
+// Need fails (make test, CI) or skips (a plain go test) t when env did not start
+// because the binaries are missing.
 func Need(t testing.TB, env *Env) {
 	t.Helper()
 	if env != nil {
@@ -205,7 +209,14 @@ func Need(t testing.TB, env *Env) {
 	if err == nil {
 		err = errors.New("control plane not started")
 	}
-	if os.Getenv("CI") == "true" {
+	missing(t, err)
+}
+
+// missing fails t when real parts are required (`make test` sets
+// JOINER_REQUIRE_REAL_PARTS=1; CI sets CI=true) and skips it otherwise, saying why.
+func missing(t testing.TB, err error) {
+	t.Helper()
+	if os.Getenv("CI") == "true" || os.Getenv("JOINER_REQUIRE_REAL_PARTS") == "1" {
 		t.Fatal(err)
 	}
 	t.Skip(err)
