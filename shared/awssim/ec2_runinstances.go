@@ -163,16 +163,7 @@ func (s *Sim) instanceXML(in *Instance) xInstance {
 		}
 		x.IamInstanceProfile = &xIAMProfile{arn, "AIPA" + strings.ToUpper(strings.TrimPrefix(in.ID, "i-"))}
 	}
-	m := MetadataOptions{HTTPTokens: "optional", HTTPEndpoint: "enabled", HTTPPutResponseHopLimit: 1, HTTPProtocolIPv6: "disabled", InstanceMetadataTags: "disabled"}
-	if o := in.MetadataOptions; o != nil {
-		m.HTTPTokens = cmpOr(o.HTTPTokens, m.HTTPTokens)
-		m.HTTPEndpoint = cmpOr(o.HTTPEndpoint, m.HTTPEndpoint)
-		if o.HTTPPutResponseHopLimit > 0 {
-			m.HTTPPutResponseHopLimit = o.HTTPPutResponseHopLimit
-		}
-		m.HTTPProtocolIPv6 = cmpOr(o.HTTPProtocolIPv6, m.HTTPProtocolIPv6)
-		m.InstanceMetadataTags = cmpOr(o.InstanceMetadataTags, m.InstanceMetadataTags)
-	}
+	m := effectiveMetadataOptions(*in)
 	x.MetadataOptions = &xMetadataOptions{"applied", m.HTTPTokens, m.HTTPPutResponseHopLimit, m.HTTPEndpoint, m.HTTPProtocolIPv6, m.InstanceMetadataTags}
 	return x
 }
