@@ -293,8 +293,8 @@ func waitHealth(t testing.TB, port int, ok func(healthReport) bool) healthReport
 // and that the forwarder's ServiceAccount is defined once and carries the IRSA role.
 func TestDeployKustomizationApplies(t *testing.T) {
 	env := kubetest.Shared(t)
-	if out, err := env.Kubectl("apply", "-k", filepath.Join(env.RepoRoot, "deploy")); err != nil {
-		t.Fatalf("kubectl apply -k deploy/: %v\n%s", err, out)
+	if out, err := env.ApplyDeploy(); err != nil {
+		t.Fatalf("kubectl apply --server-side -k deploy/: %v\n%s", err, out)
 	}
 	out, err := env.Kubectl("-n", "joiner", "get", "serviceaccount", "joiner-forwarder", "-o", `jsonpath={.metadata.annotations.eks\.amazonaws\.com/role-arn}`)
 	if err != nil || out != "<FORWARDER_ROLE_ARN>" {

@@ -48,7 +48,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "the replay REGISTERS AND DELETES NODES, creates, binds and deletes pods, and writes NodePools,")
 		fmt.Fprintln(stderr, "EC2NodeClasses and NodeClaims there. NEVER POINT IT AT A PRODUCTION CLUSTER. It refuses a cluster")
 		fmt.Fprintln(stderr, "that has any Node, NodeClaim or NodePool unless --force, needs Karpenter's CRDs installed")
-		fmt.Fprintln(stderr, "(kubectl apply -k deploy/), and deletes what it created when each scenario ends.")
+		fmt.Fprintln(stderr, "(kubectl apply --server-side --field-manager=joiner -k deploy/), and deletes what it created when each scenario ends.")
 		fs.PrintDefaults()
 	}
 	names, err := cli.ParseInterspersed(fs, args)

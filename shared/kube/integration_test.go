@@ -690,13 +690,13 @@ func TestRBAC(t *testing.T) {
 	}
 }
 
-// TestKubectlApplyKustomize: `kubectl apply -k deploy/` works (again: the harness already
-// installed it) and kubectl shows Karpenter's columns and short names.
+// TestKubectlApplyKustomize: installing deploy/ as the README says works (again: the
+// harness already installed it) and kubectl shows Karpenter's columns and short names.
 func TestKubectlApplyKustomize(t *testing.T) {
 	env := kubetest.Shared(t)
-	out, err := env.Kubectl("apply", "-k", filepath.Join(env.RepoRoot, "deploy"))
+	out, err := env.ApplyDeploy()
 	if err != nil {
-		t.Fatalf("kubectl apply -k deploy/: %v\n%s", err, out)
+		t.Fatalf("kubectl apply --server-side -k deploy/: %v\n%s", err, out)
 	}
 	for _, want := range []string{"customresourcedefinition.apiextensions.k8s.io/nodeclaims.karpenter.sh", "namespace/joiner",
 		"clusterrole.rbac.authorization.k8s.io/joiner ", "clusterrole.rbac.authorization.k8s.io/joiner-forwarder", "role.rbac.authorization.k8s.io/joiner-lease"} {

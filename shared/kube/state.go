@@ -203,7 +203,7 @@ func dynamicPager[T any](ctx context.Context, c *Client, gvr schema.GroupVersion
 // crdHint makes a missing Karpenter CRD say how to install it.
 func crdHint(err error) error {
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-		return fmt.Errorf("%w (are the Karpenter CRDs installed? kubectl apply -k deploy/)", err)
+		return fmt.Errorf("%w (are the Karpenter CRDs installed? kubectl apply --server-side --field-manager=joiner -k deploy/)", err)
 	}
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,7 +157,7 @@ var shared struct {
 }
 
 // Shared returns the package's control plane, starting it (and installing deploy/
-// with kubectl apply -k) on first use, so runs of unit tests alone start nothing.
+// with ApplyDeploy) on first use, so runs of unit tests alone start nothing.
 // Missing binaries fail the test in CI and skip it elsewhere; call StopShared from
 // TestMain after m.Run.
 func Shared(t testing.TB) *Env {
@@ -167,8 +168,8 @@ func Shared(t testing.TB) *Env {
 	shared.once.Do(func() {
 		shared.env, shared.err = Start()
 		if shared.err == nil {
-			if out, err := shared.env.Kubectl("apply", "-k", filepath.Join(shared.env.RepoRoot, "deploy")); err != nil {
-				shared.err = fmt.Errorf("kubectl apply -k deploy/: %v\n%s", err, out)
+			if out, err := shared.env.ApplyDeploy(); err != nil {
+				shared.err = fmt.Errorf("kubectl %s: %v\n%s", strings.Join(ApplyDeployArgs("deploy"), " "), err, out)
 			}
 		}
 	})
@@ -185,6 +186,19 @@ func StopShared() {
 	if shared.env != nil {
 		_ = shared.env.Stop()
 	}
+}
+
+// ApplyDeployArgs are the kubectl arguments that install deploy/ (dir), as the README
+// says to: server-side apply as field manager "joiner", so that Karpenter CRDs
+// another manager installed (Helm, a newer Karpenter) are not overwritten: a field
+// whose value differs is a conflict kubectl reports, and nothing of that CRD changes.
+func ApplyDeployArgs(dir string) []string {
+	return []string{"apply", "--server-side", "--field-manager=joiner", "-k", dir}
+}
+
+// ApplyDeploy installs the repository's deploy/ with ApplyDeployArgs.
+func (e *Env) ApplyDeploy() (string, error) {
+	return e.Kubectl(ApplyDeployArgs(filepath.Join(e.RepoRoot, "deploy"))...)
 }
 
 // Kubectl runs kubectl (KUBECTL or the one on PATH) against the control plane.

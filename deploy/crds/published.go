@@ -1,0 +1,216 @@
+package crds
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Source is one CRD file as a module publishes it.
+type Source struct {
+	Module, Version string
+	// ModuleSum is the module's go.sum hash (h1:...), as the go command verified it.
+	ModuleSum string
+	// Path is the file's path inside the module.
+	Path string
+	Data []byte
+}
+
+// SHA256 is the hex SHA-256 of the published bytes.
+func (s Source) SHA256() string {
+	sum := sha256.Sum256(s.Data)
+	return hex.EncodeToString(sum[:])
+}
+
+// Published reads the pinned modules' CRD files (Files from the provider, CoreFiles
+// from the core module) through the go command: from the module cache, and when
+// download is true from GOPROXY if the cache lacks them. The go command verifies each
+// module against the checksum database as it downloads it. Both modules declare a
+// newer go than some toolchains, which then refuse to extract them; the verified zip
+// is in the cache all the same, and that is what is read.
+func Published(download bool) (provider, core map[string]Source, err error) {
+	tmp, err := os.MkdirTemp("", "joiner-crds-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.WriteFile(filepath.Join(tmp, "go.mod"), []byte("module joiner.invalid/crdfetch\n\ngo 1.26\n"), 0o644); err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command("go", "mod", "download", "-json", ProviderModule+"@"+ProviderVersion, CoreModule+"@"+CoreVersion)
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOWORK=off")
+	if !download {
+		cmd.Env = append(cmd.Env, "GOPROXY=off")
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, runErr := cmd.Output() // exits 1 on the go-version refusal; the JSON says more
+	zips := map[string]struct{ zip, sum string }{}
+	var problems []string
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var m struct{ Path, Version, Zip, Sum, Error string }
+		if err := dec.Decode(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("go mod download: %v (%s)", err, strings.TrimSpace(stderr.String()))
+		}
+		if m.Zip == "" || m.Sum == "" || !exists(m.Zip) {
+			problems = append(problems, fmt.Sprintf("%s@%s: %s", m.Path, m.Version, m.Error))
+			continue
+		}
+		zips[m.Path] = struct{ zip, sum string }{m.Zip, m.Sum}
+	}
+	if len(zips) != 2 {
+		if len(problems) == 0 && runErr != nil {
+			problems = append(problems, runErr.Error()+": "+strings.TrimSpace(stderr.String()))
+		}
+		return nil, nil, fmt.Errorf("modules not available: %s", strings.Join(problems, "; "))
+	}
+	read := func(mod, version string, names []string) (map[string]Source, error) {
+		z := zips[mod]
+		files, err := readZip(z.zip, mod+"@"+version, names)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]Source{}
+		for _, n := range names {
+			out[n] = Source{Module: mod, Version: version, ModuleSum: z.sum, Path: path.Join(Dir, n), Data: files[n]}
+		}
+		return out, nil
+	}
+	if provider, err = read(ProviderModule, ProviderVersion, Files); err != nil {
+		return nil, nil, err
+	}
+	if core, err = read(CoreModule, CoreVersion, CoreFiles); err != nil {
+		return nil, nil, err
+	}
+	return provider, core, nil
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// readZip returns Dir/<name> for each name from a module zip (whose entries are
+// prefixed <module>@<version>/).
+func readZip(zipPath, prefix string, names []string) (map[string][]byte, error) {
+	zr, err := zip.OpenReader(zipPath)
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	want := map[string]string{}
+	for _, n := range names {
+		want[prefix+"/"+path.Join(Dir, n)] = n
+	}
+	out := map[string][]byte{}
+	for _, f := range zr.File {
+		n, ok := want[f.Name]
+		if !ok {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, err
+		}
+		out[n] = b
+	}
+	for _, n := range names {
+		if _, ok := out[n]; !ok {
+			return nil, fmt.Errorf("%s: %s/%s not in the module", zipPath, prefix, path.Join(Dir, n))
+		}
+	}
+	return out, nil
+}
+
+// DerivedFrom checks that provider is core with lines added only (the AWS provider
+// adds validation rules to the core CRDs and changes nothing else), which is what
+// makes the two pinned versions a consistent pair.
+func DerivedFrom(core, provider []byte) error {
+	pl := strings.Split(string(provider), "\n")
+	i := 0
+	for n, line := range strings.Split(string(core), "\n") {
+		for i < len(pl) && pl[i] != line {
+			i++
+		}
+		if i == len(pl) {
+			return fmt.Errorf("core line %d %q is missing or out of order in the provider's copy", n+1, strings.TrimSpace(line))
+		}
+		i++
+	}
+	return nil
+}
+
+// Header is the comment gen.go puts above a published file's bytes.
+func Header(s Source) string {
+	return fmt.Sprintf("# Code generated by go generate ./deploy/crds from %s@%s %s. DO NOT EDIT.\n"+
+		"# Karpenter's own CRD, byte for byte below these comments (core %s %s, with the AWS provider's additions).\n",
+		s.Module, s.Version, s.Path, CoreModule, CoreVersion)
+}
+
+// Body strips the generated header comments from an installed file, leaving the
+// published bytes.
+func Body(installed []byte) []byte {
+	for bytes.HasPrefix(installed, []byte("#")) {
+		i := bytes.IndexByte(installed, '\n')
+		if i < 0 {
+			return nil
+		}
+		installed = installed[i+1:]
+	}
+	return installed
+}
+
+// SumLine is one line of SumsFile.
+type SumLine struct{ Module, Version, ModuleSum, Path, SHA256 string }
+
+// FormatSums renders SumsFile's content.
+func FormatSums(srcs ...Source) string {
+	var b strings.Builder
+	b.WriteString("# Written by go generate ./deploy/crds: module@version, its go.sum hash, file, sha256 of the published file.\n")
+	for _, s := range srcs {
+		fmt.Fprintf(&b, "%s@%s %s %s %s\n", s.Module, s.Version, s.ModuleSum, s.Path, s.SHA256())
+	}
+	return b.String()
+}
+
+// ParseSums reads SumsFile's content.
+func ParseSums(r io.Reader) ([]SumLine, error) {
+	var out []SumLine
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		mv := strings.SplitN(f[0], "@", 2)
+		if len(f) != 4 || len(mv) != 2 {
+			return nil, fmt.Errorf("%s line %d: want \"module@version h1:... path sha256\", got %q", SumsFile, n, line)
+		}
+		out = append(out, SumLine{Module: mv[0], Version: mv[1], ModuleSum: f[1], Path: f[2], SHA256: f[3]})
+	}
+	if len(out) == 0 {
+		return nil, errors.New(SumsFile + " lists no file")
+	}
+	return out, sc.Err()
+}
