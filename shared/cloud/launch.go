@@ -361,6 +361,7 @@ func (p *Provider) instanceTags(req LaunchRequest) map[string]string {
 		tags[TagName] = req.NodeClaim
 	}
 	tags[p.ownerTagKey()] = "owned"
+	tags[TagEKSClusterName] = p.cfg.ClusterName
 	tags[TagNodePool] = req.NodePool
 	tags[TagNodeClaim] = req.NodeClaim
 	tags[TagNodeClass] = req.NodeClass.Name

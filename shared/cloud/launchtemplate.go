@@ -32,6 +32,10 @@ const (
 	TagNodeClaim = karpenter.NodeClaimLabelKey
 	TagNodeClass = karpenter.NodeClassLabelKey
 	TagName      = "Name"
+	// TagEKSClusterName is the cluster tag Karpenter puts on every instance and lists
+	// its instances by (garbage collection, NodeClaim adoption): written so a cluster
+	// can go back from Joiner to Karpenter with its nodes.
+	TagEKSClusterName = "eks:eks-cluster-name"
 	// TagManagedBy marks launch templates Joiner created, for clean-up.
 	TagManagedBy = "joiner.dev/managed-by"
 )

@@ -23,10 +23,10 @@ import (
 
 // Annotations the provisioner writes on every NodeClaim it creates, so drift can be
 // detected by comparing them with the current objects. The *-hash-version
-// annotations say which hash function wrote the hash: a NodeClaim whose version is
-// set to something else (Karpenter writes its own hashes with its own versions) is
-// not compared by hash, so a cluster migrating from Karpenter is not replaced
-// wholesale.
+// annotations say which hash function wrote the hash. Karpenter writes its own hashes
+// under its own versions (v3 for NodePools, v6 for EC2NodeClasses in v1.15); a hash of
+// another version is never compared: HashStamps re-stamps it first, the way Karpenter
+// itself moves between hash versions (see hashadopt.go).
 const (
 	NodeClassHashAnnotation        = "karpenter.k8s.aws/ec2nodeclass-hash"
 	NodeClassHashVersionAnnotation = "karpenter.k8s.aws/ec2nodeclass-hash-version"

@@ -43,6 +43,9 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 	if st, err = d.clearStaleDisruptions(ctx, st, sum); err != nil {
 		return err
 	}
+	if st, err = d.adoptHashes(ctx, st, sum); err != nil {
+		return err
+	}
 	cat, err := d.catalogFor(ctx)
 	if err != nil {
 		return err
@@ -104,6 +107,37 @@ func (d *Deps) clearStaleDisruptions(ctx context.Context, st *kube.ClusterState,
 	}
 	d.log().Warn("removed stale disruption taints", "nodes", cleared)
 	st, err = d.Cluster.ReadState(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read cluster: %w", err)
+	}
+	return st, nil
+}
+
+// adoptHashes writes, holding the lease and before drift is judged, the hash
+// annotations that bring NodeClaims written by another hash version (Karpenter's, on
+// a cluster switching to Joiner) under Joiner's, and stamps each NodePool and
+// EC2NodeClass with its current hash (disruption.HashStamps says why and how). It
+// stops at the first failed write: an object is never stamped before all its
+// NodeClaims, and the next round carries on from there.
+func (d *Deps) adoptHashes(ctx context.Context, st *kube.ClusterState, sum *Summary) (*kube.ClusterState, error) {
+	stamps := disruption.HashStamps(st.Snapshot.NodePools, st.Snapshot.NodeClasses, st.NodeClaims)
+	if len(stamps) == 0 || d.Config.DryRun {
+		return st, nil
+	}
+	var claims []string
+	for _, s := range stamps {
+		if err := d.Cluster.Annotate(ctx, s.Kind, s.Name, s.Annotations); err != nil {
+			sum.fail(err)
+			break
+		}
+		if s.Kind == karpenter.NodeClaimKind {
+			claims = append(claims, s.Name)
+		}
+	}
+	if len(claims) > 0 {
+		d.log().Info("adopted NodeClaims of another drift-hash version", "nodeclaims", claims)
+	}
+	st, err := d.Cluster.ReadState(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read cluster: %w", err)
 	}

@@ -23,6 +23,8 @@ type Cluster interface {
 	MarkLaunchFailed(ctx context.Context, name string, cause error, term InstanceTerminator) error
 	// DeleteNodeClaim starts deleting a NodeClaim; Finalize completes it.
 	DeleteNodeClaim(ctx context.Context, name string) error
+	// Annotate merges annotations into a NodePool, EC2NodeClass or NodeClaim.
+	Annotate(ctx context.Context, kind, name string, annotations map[string]string) error
 	// SetEmpty records whether a NodeClaim's node is empty (the Empty condition).
 	SetEmpty(ctx context.Context, name string, empty bool, at time.Time) error
 	// Reconcile advances every NodeClaim of st (registration, initialization,

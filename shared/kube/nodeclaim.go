@@ -334,6 +334,15 @@ func (c *Client) Reconcile(ctx context.Context, st *ClusterState, term InstanceT
 			} else if err == nil {
 				rep.Draining = append(rep.Draining, nc.Name)
 			}
+		case node != nil && node.DeletionTimestamp != nil && slices.Contains(node.Finalizers, karpenter.TerminationFinalizer):
+			// Someone deleted a Node Karpenter registered (or Karpenter was part-way
+			// through terminating it when it was scaled down): as Karpenter's node
+			// termination controller would, drain it and end its instance and
+			// NodeClaim, then let the Node go.
+			err = c.expire(ctx, nc, term, "Node "+node.Name+" is being deleted")
+			if err == nil {
+				rep.Finalized = append(rep.Finalized, nc.Name)
+			}
 		case !ConditionTrue(nc.Status.Conditions, karpenter.ConditionLaunched):
 			if now.Sub(nc.CreationTimestamp.Time) > c.opts.LaunchTimeout {
 				err = c.expire(ctx, nc, term, fmt.Sprintf("NodeClaim not launched within %s", c.opts.LaunchTimeout))
@@ -544,7 +553,10 @@ func (c *Client) finalize(ctx context.Context, st *ClusterState, nc *karpenter.N
 	if err != nil {
 		return false, err
 	}
-	if node != nil && node.DeletionTimestamp == nil {
+	// A node already being deleted is drained all the same: a Node Karpenter
+	// registered carries its karpenter.sh/termination finalizer and waits, running
+	// its pods, for whoever terminates it (see releaseNode).
+	if node != nil {
 		if err := c.taintDisrupted(ctx, node); err != nil {
 			return false, err
 		}
@@ -571,8 +583,41 @@ func (c *Client) finalize(ctx context.Context, st *ClusterState, nc *karpenter.N
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return false, fmt.Errorf("delete node %s: %w", node.Name, err)
 		}
+		if err := c.releaseNode(ctx, node.Name, node.UID); err != nil {
+			return false, err
+		}
 	}
 	return true, c.removeFinalizer(ctx, nc)
+}
+
+// releaseNode removes the karpenter.sh/termination finalizer from a deleted Node once
+// its instance is terminated. Karpenter puts that finalizer on every Node it
+// registers and its node termination controller removes it; with Karpenter scaled
+// to zero, a Node it launched would otherwise stay Terminating for good. Other
+// finalizers are left to their owners.
+func (c *Client) releaseNode(ctx context.Context, name string, uid types.UID) error {
+	for attempt := 0; attempt < 5; attempt++ {
+		n, err := c.clients.Core.Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && n.UID != uid) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("release node %s: %w", name, err)
+		}
+		if !slices.Contains(n.Finalizers, karpenter.TerminationFinalizer) {
+			return nil
+		}
+		rest := slices.DeleteFunc(slices.Clone(n.Finalizers), func(f string) bool { return f == karpenter.TerminationFinalizer })
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": rest, "resourceVersion": n.ResourceVersion}})
+		_, err = c.clients.Core.Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return fmt.Errorf("remove finalizer %s of node %s: %w", karpenter.TerminationFinalizer, name, err)
+		}
+	}
+	return fmt.Errorf("remove finalizer %s of node %s: kept conflicting", karpenter.TerminationFinalizer, name)
 }
 
 func (c *Client) nodeForClaim(ctx context.Context, st *ClusterState, nc *karpenter.NodeClaim) (*corev1.Node, error) {

@@ -42,13 +42,19 @@ type apiServer struct {
 
 func newAPIServer(cs *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, now func() time.Time) *apiServer {
 	a := &apiServer{cs: cs, dyn: dyn, now: now}
+	// Nodes hold for finalizers too: Karpenter puts karpenter.sh/termination on every
+	// Node it registers. Prepended first, so countWrites (prepended after) still sees
+	// every write before these handle it.
+	cs.PrependReactor("delete", "nodes", a.holdForFinalizers(cs.Tracker()))
+	cs.PrependReactor("patch", "nodes", releaseWhenFinalized(cs.Tracker()))
+	cs.PrependReactor("update", "nodes", releaseWhenFinalized(cs.Tracker()))
 	cs.PrependReactor("*", "*", a.countWrites)
 	cs.PrependReactor("create", "*", a.defaults)
 	cs.PrependReactor("create", "pods", a.evict)
 	dyn.PrependReactor("create", "*", a.defaults)
-	dyn.PrependReactor("delete", "nodeclaims", a.holdForFinalizers)
-	dyn.PrependReactor("patch", "nodeclaims", a.releaseWhenFinalized)
-	dyn.PrependReactor("update", "nodeclaims", a.releaseWhenFinalized)
+	dyn.PrependReactor("delete", "nodeclaims", a.holdForFinalizers(dyn.Tracker()))
+	dyn.PrependReactor("patch", "nodeclaims", releaseWhenFinalized(dyn.Tracker()))
+	dyn.PrependReactor("update", "nodeclaims", releaseWhenFinalized(dyn.Tracker()))
 	return a
 }
 
@@ -100,44 +106,46 @@ func suffix(n uint64) string {
 
 // holdForFinalizers turns the deletion of an object with finalizers into setting its
 // deletionTimestamp, as the API server does.
-func (a *apiServer) holdForFinalizers(act k8stesting.Action) (bool, runtime.Object, error) {
-	tr := a.dyn.Tracker()
-	obj, err := tr.Get(act.GetResource(), act.GetNamespace(), act.(k8stesting.DeleteAction).GetName())
-	if err != nil {
-		return false, nil, nil
-	}
-	m, _ := meta.Accessor(obj)
-	if len(m.GetFinalizers()) == 0 {
-		return false, nil, nil
-	}
-	if m.GetDeletionTimestamp() == nil {
-		ts := metav1.NewTime(a.now())
-		m.SetDeletionTimestamp(&ts)
-		if err := tr.Update(act.GetResource(), obj, act.GetNamespace()); err != nil {
-			return true, nil, err
+func (a *apiServer) holdForFinalizers(tr k8stesting.ObjectTracker) k8stesting.ReactionFunc {
+	return func(act k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := tr.Get(act.GetResource(), act.GetNamespace(), act.(k8stesting.DeleteAction).GetName())
+		if err != nil {
+			return false, nil, nil
 		}
+		m, _ := meta.Accessor(obj)
+		if len(m.GetFinalizers()) == 0 {
+			return false, nil, nil
+		}
+		if m.GetDeletionTimestamp() == nil {
+			ts := metav1.NewTime(a.now())
+			m.SetDeletionTimestamp(&ts)
+			if err := tr.Update(act.GetResource(), obj, act.GetNamespace()); err != nil {
+				return true, nil, err
+			}
+		}
+		return true, nil, nil
 	}
-	return true, nil, nil
 }
 
 // releaseWhenFinalized applies a patch or update and, when it leaves a deleting object
 // without finalizers, deletes it.
-func (a *apiServer) releaseWhenFinalized(act k8stesting.Action) (bool, runtime.Object, error) {
-	tr := a.dyn.Tracker()
-	handled, obj, err := k8stesting.ObjectReaction(tr)(act)
-	if err != nil || obj == nil {
-		return handled, obj, err
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
+func releaseWhenFinalized(tr k8stesting.ObjectTracker) k8stesting.ReactionFunc {
+	return func(act k8stesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := k8stesting.ObjectReaction(tr)(act)
+		if err != nil || obj == nil {
+			return handled, obj, err
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return handled, obj, nil
+		}
+		if m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 {
+			if err := tr.Delete(act.GetResource(), act.GetNamespace(), m.GetName()); err != nil && !apierrors.IsNotFound(err) {
+				return true, nil, err
+			}
+		}
 		return handled, obj, nil
 	}
-	if m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 {
-		if err := tr.Delete(act.GetResource(), act.GetNamespace(), m.GetName()); err != nil && !apierrors.IsNotFound(err) {
-			return true, nil, err
-		}
-	}
-	return handled, obj, nil
 }
 
 // evict serves the eviction subresource: a pod selected by a PodDisruptionBudget that

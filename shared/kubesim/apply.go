@@ -153,6 +153,13 @@ func (c *Cluster) applyNode(ctx context.Context, n *corev1.Node) error {
 	if _, ok := n.Labels[corev1.LabelHostname]; !ok {
 		n.Labels[corev1.LabelHostname] = n.Name
 	}
+	// A node whose providerID names a simulated instance is that instance's kubelet
+	// (a cluster taken over from Karpenter): it goes when the instance goes.
+	if id := kube.InstanceID(n.Spec.ProviderID); id != "" && c.cfg.Instances != nil {
+		if _, ok := c.cfg.Instances.Instance(id); ok {
+			c.nodes[n.Spec.ProviderID] = n.Name
+		}
+	}
 	api := c.cs.CoreV1().Nodes()
 	err := upsert(func() error {
 		out, err := api.Create(ctx, n, metav1.CreateOptions{})

@@ -127,7 +127,7 @@ func (c *Cluster) checkScratch(ctx context.Context, force bool) error {
 	for _, gvr := range []schema.GroupVersionResource{kube.NodePoolGVR, kube.NodeClaimGVR, kube.NodeClassGVR} {
 		list, err := c.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("kubesim: the API server does not serve %s: install Karpenter's CRDs first (kubectl apply -k deploy/)", gvr.GroupResource())
+			return fmt.Errorf("kubesim: the API server does not serve %s: install Karpenter's CRDs first (kubectl apply --server-side --field-manager=joiner -k deploy/)", gvr.GroupResource())
 		}
 		if err != nil {
 			return errf(err, "list %s", gvr.GroupResource())
@@ -358,7 +358,11 @@ func (c *Cluster) Cleanup(ctx context.Context) error {
 		case podsGVR:
 			err = c.cs.CoreV1().Pods(ref.namespace).Delete(ctx, ref.name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		case nodesGVR:
-			err = c.cs.CoreV1().Nodes().Delete(ctx, ref.name, metav1.DeleteOptions{})
+			// Nodes taken over from Karpenter carry its karpenter.sh/termination finalizer.
+			_, err = c.cs.CoreV1().Nodes().Patch(ctx, ref.name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			if err == nil {
+				err = c.cs.CoreV1().Nodes().Delete(ctx, ref.name, metav1.DeleteOptions{})
+			}
 		case daemonSetsGVR:
 			err = c.cs.AppsV1().DaemonSets(ref.namespace).Delete(ctx, ref.name, metav1.DeleteOptions{})
 		case pdbsGVR:

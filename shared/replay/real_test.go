@@ -33,7 +33,7 @@ func TestScenariosRealAPIServer(t *testing.T) {
 	env := kubetest.Shared(t)
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
-	scenarios, err := LoadAll("../../testdata/scenarios", "001-heavy-app", "004-nodeless")
+	scenarios, err := LoadAll("../../testdata/scenarios", "001-heavy-app", "004-nodeless", "020-adopt-from-karpenter")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,11 @@ func WriteSummary(w io.Writer, r *Result) {
 	tw.Flush()
 	for _, o := range r.Expectations {
 		mark := "ok  "
-		if !o.Met {
+		switch {
+		case !o.Met:
 			mark = "FAIL"
+		case o.Skipped:
+			mark = "skip"
 		}
 		fmt.Fprintf(w, "    %s %s: %s\n", mark, o.Check, o.Detail)
 	}

@@ -226,5 +226,5 @@ func (r *run) view(ctx context.Context) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &view{at: r.offset(), start: r.start, pods: pods.Items, nodes: nodes.Items, claims: st.NodeClaims, instances: r.owned(), res: r.res}, nil
+	return &view{cluster: r.sc.Cluster, real: r.opts.Server != nil, at: r.offset(), start: r.start, pods: pods.Items, nodes: nodes.Items, claims: st.NodeClaims, instances: r.owned(), res: r.res}, nil
 }
