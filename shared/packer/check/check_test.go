@@ -281,6 +281,10 @@ func TestBrokenPlansAreCaught(t *testing.T) {
 			f.pool("default").Spec.Template.Spec.Requirements = append(f.pool("default").Spec.Template.Spec.Requirements,
 				karpenter.NodeSelectorRequirementWithMinValues{Key: "node.kubernetes.io/instance-type", Operator: corev1.NodeSelectorOpExists, MinValues: &two})
 		}, "wants minValues 2 for node.kubernetes.io/instance-type, options span 1"},
+		{"mismatchLabelKeys: other tenants share a node", func(t *testing.T, f *fixture) {
+			tenants(f, "a", "b")
+			moveTo(f, "default/db-1", "n-b")
+		}, "required anti-affinity"},
 		{"in-flight claim overflow", func(t *testing.T, f *fixture) {
 			f.snap.InFlight = []*karpenter.NodeClaim{{
 				ObjectMeta: metav1.ObjectMeta{Name: "claim-1", Labels: map[string]string{karpenter.NodePoolLabelKey: "default"}},
@@ -314,6 +318,16 @@ func TestBrokenPlansAreCaught(t *testing.T) {
 				t.Fatalf("want an error containing %q, got:\n  %s", tc.want, strings.Join(msgs, "\n  "))
 			}
 		})
+	}
+}
+
+// tenants labels db-0 and db-1 with tenants and makes their hostname
+// anti-affinity apply only to other tenants' pods (mismatchLabelKeys).
+func tenants(f *fixture, a, b string) {
+	for i, tenant := range []string{a, b} {
+		p := f.pod([]string{"db-0", "db-1"}[i])
+		p.Labels["tenant"] = tenant
+		p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].MismatchLabelKeys = []string{"tenant"}
 	}
 }
 
@@ -368,6 +382,10 @@ func TestValidVariantsPass(t *testing.T) {
 		{"host ports on different nodes", func(t *testing.T, f *fixture) {
 			hostPortOpt(8080)(f.pod("web-0"))
 			hostPortOpt(8080)(f.pod("web-1"))
+		}},
+		{"mismatchLabelKeys: one tenant's pods share a node", func(t *testing.T, f *fixture) {
+			tenants(f, "a", "a")
+			moveTo(f, "default/db-1", "n-b")
 		}},
 		{"in-flight claim takes a pod", func(t *testing.T, f *fixture) {
 			f.snap.InFlight = []*karpenter.NodeClaim{{

@@ -2,6 +2,8 @@ package check
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,28 +76,52 @@ func (c *checker) launchableValues(p *corev1.Pod, key string, honorA, honorT boo
 	seen := map[string]bool{}
 	var out []string
 	for _, h := range c.hypotheticals() {
-		val, ok := h.view.labels[key]
-		if !ok || seen[val] {
-			continue
-		}
-		if honorA {
-			if m, _ := c.affinityOf(p).Match(h.view.node); !m {
-				continue
-			}
-		}
 		if honorT {
 			if _, bad := untolerated(h.view.taints, p.Spec.Tolerations); bad {
 				continue
 			}
 		}
-		seen[val] = true
-		out = append(out, val)
+		// A key the type does not label takes, on a node Karpenter launches, one
+		// of the values the pool's In requirement on it allows.
+		vals := []string{h.view.labels[key]}
+		node := h.view.node
+		if _, ok := h.view.labels[key]; !ok {
+			vals = poolValues(h.pool, key)
+		}
+		for _, val := range vals {
+			if seen[val] {
+				continue
+			}
+			if honorA {
+				if _, ok := h.view.labels[key]; !ok {
+					lbl := maps.Clone(h.view.labels)
+					lbl[key] = val
+					node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: h.view.name, Labels: lbl}}
+				}
+				if m, _ := c.affinityOf(p).Match(node); !m {
+					continue
+				}
+			}
+			seen[val] = true
+			out = append(out, val)
+		}
 	}
 	sort.Strings(out)
 	if c.launchMemo == nil {
 		c.launchMemo = map[string][]string{}
 	}
 	c.launchMemo[memo] = out
+	return out
+}
+
+// poolValues are the values a pool's In requirements on key allow.
+func poolValues(np *karpenter.NodePool, key string) []string {
+	var out []string
+	for _, r := range np.Spec.Template.Spec.Requirements {
+		if r.Key == key && r.Operator == corev1.NodeSelectorOpIn {
+			out = append(out, r.Values...)
+		}
+	}
 	return out
 }
 
@@ -187,15 +213,68 @@ var quiet = klog.Background()
 // (less the DaemonSets that would land there) holds the pod, within the pool's
 // limits left after the plan's own new nodes.
 func (c *checker) unschedulable() {
+	var repel []repeller
 	for _, u := range c.plan.Unschedulable {
 		p := c.pods[u.Pod]
 		if p == nil || !unconstrained(p) {
 			continue
 		}
-		if why := c.couldLaunchFor(p); why != "" {
+		if repel == nil {
+			repel = c.repellers()
+		}
+		if why := c.couldLaunchFor(p, repel); why != "" {
 			c.errorf("suspicious unschedulable: pod %s (%q) fits %s", u.Pod, u.Reason, why)
 		}
 	}
+}
+
+// repeller is a required anti-affinity term of the final state and the domains
+// its carriers occupy: a pod it matches may not join them (anti-affinity is
+// symmetric).
+type repeller struct {
+	g       *termGroup
+	domains map[string]bool
+}
+
+// repellers lists the required anti-affinity terms of running and placed pods on
+// keys other than hostname (a new node is a fresh hostname domain).
+func (c *checker) repellers() []repeller {
+	out := []repeller{}
+	all := c.finalPods()
+	groups, order := c.termGroups(all, requiredAntiAffinity, false)
+	for _, k := range order {
+		g := groups[k]
+		if g.key == corev1.LabelHostname {
+			continue
+		}
+		r := repeller{g: g, domains: map[string]bool{}}
+		for _, at := range g.carriers {
+			if d, ok := c.nodes[at.node].domain(g.key); ok {
+				r.domains[d] = true
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// repels reports whether a node like h would put p in a domain a repeller
+// holds. A key the node's type does not label takes one of the values its pool
+// allows: the node is judged by the best of them.
+func (r repeller) repels(p *corev1.Pod, h hypoNode) bool {
+	if !r.g.matches(p) {
+		return false
+	}
+	if v, ok := h.view.labels[r.g.key]; ok {
+		return r.domains[v]
+	}
+	vals := poolValues(h.pool, r.g.key)
+	for _, v := range vals {
+		if !r.domains[v] {
+			return false
+		}
+	}
+	return len(vals) > 0
 }
 
 func unconstrained(p *corev1.Pod) bool {
@@ -207,10 +286,10 @@ func unconstrained(p *corev1.Pod) bool {
 	return len(requiredAffinity(p)) == 0 && len(requiredAntiAffinity(p)) == 0 && len(podHostPorts(p)) == 0
 }
 
-func (c *checker) couldLaunchFor(p *corev1.Pod) string {
+func (c *checker) couldLaunchFor(p *corev1.Pod, repel []repeller) string {
 	for _, h := range c.hypotheticals() {
 		v := h.view
-		if !c.podAccepts(p, v) {
+		if !c.podAccepts(p, v) || slices.ContainsFunc(repel, func(r repeller) bool { return r.repels(p, h) }) {
 			continue
 		}
 		probe := &nodeView{name: v.name, labels: v.labels, taints: v.taints, alloc: v.alloc, node: v.node, placed: []*corev1.Pod{p}}

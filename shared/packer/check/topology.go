@@ -47,14 +47,16 @@ func (c *checker) topology() {
 	c.antiAffinity(all)
 }
 
-// withMatchLabelKeys narrows a selector by the pod's own values for matchLabelKeys,
-// as the scheduler does.
-func withMatchLabelKeys(sel labels.Selector, p *corev1.Pod, keys []string) labels.Selector {
-	for _, k := range keys {
-		if v, ok := p.Labels[k]; ok {
-			r, err := labels.NewRequirement(k, selection.Equals, []string{v})
-			if err == nil {
-				sel = sel.Add(*r)
+// withMatchLabelKeys narrows a selector by the pod's own values for matchLabelKeys
+// (same value) and mismatchLabelKeys (any other value), as the scheduler does.
+func withMatchLabelKeys(sel labels.Selector, p *corev1.Pod, keys, mismatch []string) labels.Selector {
+	for op, ks := range map[selection.Operator][]string{selection.Equals: keys, selection.NotEquals: mismatch} {
+		for _, k := range ks {
+			if v, ok := p.Labels[k]; ok {
+				r, err := labels.NewRequirement(k, op, []string{v})
+				if err == nil {
+					sel = sel.Add(*r)
+				}
 			}
 		}
 	}
@@ -74,6 +76,8 @@ type spreadGroup struct {
 	carriers []spreadCarrier
 	// rep is a pod per eligibility signature, to evaluate eligibility with.
 	rep map[string]spreadCarrierRep
+	// seen holds the carriers' pods: each counts once.
+	seen map[*corev1.Pod]bool
 }
 
 type spreadCarrierRep struct {
@@ -110,11 +114,14 @@ func (c *checker) spread(all []podAt) {
 			if tsc.WhenUnsatisfiable != corev1.DoNotSchedule {
 				continue
 			}
-			sel := withMatchLabelKeys(selectorFor(tsc.LabelSelector), p, tsc.MatchLabelKeys)
-			gk := p.Namespace + "|" + tsc.TopologyKey + "|" + sel.String()
+			sel := withMatchLabelKeys(selectorFor(tsc.LabelSelector), p, tsc.MatchLabelKeys, nil)
+			// Each constraint is judged on its own: two on one key and selector
+			// (say maxSkew 1, and maxSkew 2 with minDomains) are two groups.
+			gk := fmt.Sprintf("%s|%s|%s|%d|%v|%v|%v", p.Namespace, tsc.TopologyKey, sel.String(), tsc.MaxSkew,
+				ptrString(tsc.MinDomains), ptrString(tsc.NodeAffinityPolicy), ptrString(tsc.NodeTaintsPolicy))
 			g := groups[gk]
 			if g == nil {
-				g = &spreadGroup{ns: p.Namespace, key: tsc.TopologyKey, sel: sel, rep: map[string]spreadCarrierRep{}}
+				g = &spreadGroup{ns: p.Namespace, key: tsc.TopologyKey, sel: sel, rep: map[string]spreadCarrierRep{}, seen: map[*corev1.Pod]bool{}}
 				groups[gk] = g
 				order = append(order, gk)
 			}
@@ -128,6 +135,10 @@ func (c *checker) spread(all []podAt) {
 			if tsc.MinDomains != nil {
 				md = *tsc.MinDomains
 			}
+			if g.seen[p] {
+				continue // the same constraint written twice binds once
+			}
+			g.seen[p] = true
 			g.carriers = append(g.carriers, spreadCarrier{at: at, maxSkew: tsc.MaxSkew, minDomains: md, sig: sig})
 		}
 	}
@@ -260,6 +271,13 @@ func (c *checker) spread(all []podAt) {
 	}
 }
 
+func ptrString[T any](p *T) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}
+
 func eligibilitySig(p *corev1.Pod, honorA, honorT bool) string {
 	var b strings.Builder
 	if honorA {
@@ -308,7 +326,7 @@ func termKey(p *corev1.Pod, t *corev1.PodAffinityTerm) (key string, g *termGroup
 	if !g.nsAll && len(g.ns) == 0 {
 		g.ns[p.Namespace] = true
 	}
-	g.sel = withMatchLabelKeys(selectorFor(t.LabelSelector), p, t.MatchLabelKeys)
+	g.sel = withMatchLabelKeys(selectorFor(t.LabelSelector), p, t.MatchLabelKeys, t.MismatchLabelKeys)
 	names := make([]string, 0, len(g.ns))
 	for n := range g.ns {
 		names = append(names, n)

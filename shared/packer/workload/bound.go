@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strings"
@@ -246,16 +247,34 @@ func (b *boundBuilder) buildVariables() {
 					lbl[k] = val
 				}
 				lbl[karpenter.NodePoolLabelKey] = np.Name
+				// A key the type does not label gets one of the values the pool's In
+				// requirement allows: each is a way to launch the type.
+				lbls := []map[string]string{lbl}
 				for _, r := range np.Spec.Template.Spec.Requirements {
-					if _, has := lbl[r.Key]; !has && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
-						lbl[r.Key] = r.Values[0]
+					if _, has := lbl[r.Key]; has || r.Operator != corev1.NodeSelectorOpIn {
+						continue
+					}
+					var more []map[string]string
+					for _, l := range lbls {
+						for _, val := range r.Values {
+							c := maps.Clone(l)
+							c[r.Key] = val
+							more = append(more, c)
+						}
+					}
+					lbls = more
+				}
+				allowed := false
+				for _, l := range lbls {
+					if poolAllows(np, l) {
+						v.labels = append(v.labels, l)
+						allowed = true
 					}
 				}
-				if !poolAllows(np, lbl) {
+				if !allowed {
 					continue
 				}
 				v.price = math.Min(v.price, off.PricePerHour)
-				v.labels = append(v.labels, lbl)
 				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bound", Labels: lbl}}
 				used := corev1.ResourceList{}
 				count := 0.0
