@@ -21,12 +21,7 @@ type podClass struct {
 	tolerations []corev1.Toleration
 	strict      bool // PreferNoSchedule taints must be tolerated too
 	perPool     []*classPool
-	zoneMask    uint64 // zones where some pool can launch a node for it
-	// domainMask holds the zones that count as topology-spread domains: where a
-	// pool offers a node matching the pod's node affinity, taints aside (Kubernetes'
-	// default nodeTaintsPolicy is Ignore).
-	domainMask uint64
-	generic    bool // no selector, no affinity: every label set matches
+	generic     bool // no selector, no affinity: every label set matches
 }
 
 // classPool is a class's view of one pool.
@@ -75,16 +70,7 @@ func (s *solver) classFor(pod *corev1.Pod, pref *corev1.NodeSelectorTerm, strict
 		generic: len(pod.Spec.NodeSelector) == 0 && len(terms) == 0}
 	c.perPool = make([]*classPool, len(s.pools))
 	for _, p := range s.pools {
-		cp := s.classPoolFor(c, p)
-		c.perPool[p.idx] = cp
-		for z := range cp.any {
-			if cp.any[z] {
-				c.zoneMask |= 1 << uint(z)
-			}
-			if cp.labelAny[z] {
-				c.domainMask |= 1 << uint(z)
-			}
-		}
+		c.perPool[p.idx] = s.classPoolFor(c, p)
 	}
 	s.classes[key] = c
 	s.classList = append(s.classList, c)

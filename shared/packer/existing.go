@@ -12,13 +12,13 @@ import (
 )
 
 func (s *solver) newNodeBase(name string) *node {
-	n := &node{id: len(s.nodes), name: name, z: -1}
+	n := &node{id: len(s.nodes), name: name, z: -1, ldom: s.newLdom()}
 	if k := s.topo.hostSlots; k > 0 {
 		c := make([]int32, 2*k) // one allocation for both
 		n.hc, n.ho = c[:k:k], c[k:]
 	}
 	for _, g := range s.topo.groups {
-		if g.lv.host && g.kind == kindSpread {
+		if g.lv.kind == levelHost && g.kind == kindSpread {
 			g.histMove(-1, 0)
 		}
 	}
@@ -178,8 +178,8 @@ func (s *solver) seedCounts() {
 			if a == nil || a.PodAntiAffinity == nil {
 				continue
 			}
-			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-				g, err := s.topo.group(kindAntiAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, facts.PodNamespace(pod), 0)
+			for i := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				g, err := s.topo.group(affinityTerm(kindAntiAffinity, pod, facts.PodNamespace(pod), &a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[i]))
 				if err == nil {
 					s.own(n, g)
 				}

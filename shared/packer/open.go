@@ -16,7 +16,7 @@ const openSpan = 64.0
 // cheapest. Opening on the cheapest type that holds p alone left nodes sized for
 // their first pod, which later pods could not fill; downsize shrinks every node to
 // the cheapest type that holds what it finally got.
-func (s *solver) openIdx(pool *poolInfo, z, cheapest int, bits []uint64, p *podInfo) int {
+func (s *solver) openIdx(pool *poolInfo, z, cheapest int, cls *podClass, p *podInfo, a *attempt) int {
 	if p.tier < 2 {
 		// A pod bound by hostname-level topology keeps its node to a few like it:
 		// room opened beside it mostly stays empty.
@@ -25,13 +25,13 @@ func (s *solver) openIdx(pool *poolInfo, z, cheapest int, bits []uint64, p *podI
 	cs := pool.cands[z]
 	ext := extMask(p)
 	bound := s.pricePerUnit(&cs[cheapest], ext) * (1 - 1e-6)
-	for _, v := range s.byValue(pool, z, bits, ext) {
+	for _, v := range s.byValue(pool, z, cls.perPool[pool.idx].bits[z], ext) {
 		if v.ppu >= bound {
 			break // the rest buy no more per dollar than the cheapest
 		}
 		i, c := int(v.i), &cs[v.i]
 		if i <= cheapest || c.price > openSpan*cs[cheapest].price || !p.req.fits(c.avail) ||
-			!s.limitOK(pool, c.cap, true) || !s.roomy(pool, c.cap) {
+			!s.limitOK(pool, c.cap, true) || !s.roomy(pool, c.cap) || len(a.masks) > 0 && !s.candOK(pool, z, i, cls, a) {
 			continue
 		}
 		return i
@@ -175,10 +175,13 @@ func (s *solver) bestNew(p *podInfo, cls *podClass, a *attempt, zok uint64, rec 
 					rec.reject(pool.idx, stageLimits)
 					continue
 				}
-				if !inZone {
-					// Only walked to record: the zone's topology turns the pod away.
+				if !inZone || len(a.masks) > 0 && !s.candOK(pool, z, i, cls, a) {
+					// The zone's or another level's topology turns the pod away.
 					rec.reject(pool.idx, stageTopology)
-					break
+					if !inZone {
+						break // walked only to record
+					}
+					continue
 				}
 				if cs[i].price < bestPrice || (cs[i].price == bestPrice && s.zoneNew[z] < s.zoneNew[bestZ]) {
 					bestZ, bestIdx, bestPrice = z, i, cs[i].price
@@ -209,10 +212,7 @@ func (s *solver) limitOK(p *poolInfo, delta vec, newNode bool) bool {
 func (s *solver) open(pool *poolInfo, z, idx int, cls *podClass) *node {
 	n := s.newNodeBase("")
 	n.pool, n.z, n.minIdx = pool, z, idx
-	n.compat = make([]uint64, len(cls.perPool[pool.idx].bits[z]))
-	for i := range n.compat {
-		n.compat[i] = math.MaxUint64
-	}
+	n.compat = allCompat(len(cls.perPool[pool.idx].bits[z]))
 	pool.used = pool.used.add(pool.cands[z][idx].cap)
 	pool.nodes++
 	s.zoneNew[z]++

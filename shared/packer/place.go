@@ -11,15 +11,14 @@ import (
 // whichever costs less. With rec set it records why every pool turned p down.
 func (s *solver) tryPlace(p *podInfo, a attempt, rec *rejections) bool {
 	cls := s.podClass(p, a)
-	a.hard = s.hardClass(p)
 	// Spread domains and counts follow the pod's required node affinity only
-	// (Kubernetes' default nodeAffinityPolicy Honor), never its preferences.
-	a.domains = a.hard.domainMask | s.existingZoneMask
-	// A node the pools could still launch is an empty hostname domain: then the
-	// smallest count any hostname spread compares against is zero.
-	a.canLaunch = s.canLaunch(a.hard)
+	// (under nodeAffinityPolicy Honor, the default), never its preferences.
+	a.hard = s.hardClass(p)
 	zok := s.zoneMask(p, &a)
-	zoneBound := s.zoneBound(p, &a)
+	zoneBound := s.levelBound(p, &a, s.topo.zone)
+	if len(p.levels) > 0 {
+		a.masks = s.labelMasks(p, &a)
+	}
 
 	// Hostname affinity to pods already placed: only their nodes qualify (a new
 	// node never does; bestNew below records that for each pool).
@@ -35,7 +34,7 @@ func (s *solver) tryPlace(p *podInfo, a attempt, rec *rejections) bool {
 
 	// 1. Room on a node that exists or is already planned, at no extra cost.
 	if best := s.bestFit(p, cls, &a, zok, zoneBound); best != nil {
-		s.assign(p, best, best.minIdx, cls)
+		s.assign(p, best, best.minIdx, cls, &a)
 		return true
 	}
 
@@ -44,11 +43,11 @@ func (s *solver) tryPlace(p *podInfo, a attempt, rec *rejections) bool {
 	pool, z, idx, newCost := s.bestNew(p, cls, &a, zok, rec)
 	switch {
 	case growNode != nil && (pool == nil || growCost <= newCost*(1+growTolerance)+priceEpsilon):
-		s.assign(p, growNode, growIdx, cls)
+		s.assign(p, growNode, growIdx, cls, &a)
 	case pool != nil:
-		idx = s.openIdx(pool, z, idx, cls.perPool[pool.idx].bits[z], p)
+		idx = s.openIdx(pool, z, idx, cls, p, &a)
 		n := s.open(pool, z, idx, cls)
-		s.assign(p, n, idx, cls)
+		s.assign(p, n, idx, cls, &a)
 	default:
 		return false
 	}
@@ -59,7 +58,7 @@ func (s *solver) tryPlace(p *podInfo, a attempt, rec *rejections) bool {
 // term that binds p and already has a target placed; nil when there is none.
 func (s *solver) affinityNodes(p *podInfo, a *attempt) []*node {
 	for _, t := range p.own {
-		if t.g.kind == kindAffinity && t.g.lv.host && a.binds(t) && t.g.total > 0 {
+		if t.g.kind == kindAffinity && t.g.lv.kind == levelHost && a.binds(t) && t.g.total > 0 {
 			return t.g.nodes
 		}
 	}
@@ -83,7 +82,7 @@ func (s *solver) placeAmong(p *podInfo, cls *podClass, a *attempt, nodes []*node
 		if n.tree == nil || !inZones(n, zok, zoneBound) || !s.nodeAccepts(n, p, a) {
 			continue
 		}
-		if p.req.fits(n.slack()) && s.currentCompatible(n, cls) {
+		if p.req.fits(n.slack()) && s.currentCompatible(n, cls) && s.labelsOK(n, n.minIdx, cls, a) {
 			if bestCost > 0 || slackLess(n.ref, best.ref) {
 				best, bestIdx, bestCost = n, n.minIdx, 0
 			}
@@ -92,7 +91,7 @@ func (s *solver) placeAmong(p *podInfo, cls *podClass, a *attempt, nodes []*node
 		if n.existing {
 			continue
 		}
-		if i := s.growIdx(n, p, cls); i >= 0 {
+		if i := s.growIdx(n, p, cls, a); i >= 0 {
 			c := n.pool.cands[n.z][i].price - n.pool.cands[n.z][n.minIdx].price
 			if c < bestCost {
 				best, bestIdx, bestCost = n, i, c
@@ -102,7 +101,7 @@ func (s *solver) placeAmong(p *podInfo, cls *podClass, a *attempt, nodes []*node
 	if best == nil {
 		return false
 	}
-	s.assign(p, best, bestIdx, cls)
+	s.assign(p, best, bestIdx, cls, a)
 	return true
 }
 
@@ -203,7 +202,7 @@ func (s *solver) walkFit(t *btree.BTreeG[slackRef], p *podInfo, cls *podClass, a
 	t.AscendGreaterOrEqual(slackRef{mem: p.req[dimMemory], cpu: math.MinInt64}, func(r slackRef) bool {
 		*budget--
 		n := r.n
-		if p.req.fits(n.slack()) && s.currentCompatible(n, cls) && s.nodeAccepts(n, p, a) {
+		if p.req.fits(n.slack()) && s.currentCompatible(n, cls) && s.nodeAccepts(n, p, a) && s.labelsOK(n, n.minIdx, cls, a) {
 			found = n
 			return false
 		}
@@ -230,7 +229,7 @@ func (s *solver) bestGrowth(p *podInfo, cls *podClass, a *attempt, zok uint64) (
 			seen++
 			n := r.n
 			if s.nodeAccepts(n, p, a) {
-				if i := s.growIdx(n, p, cls); i >= 0 {
+				if i := s.growIdx(n, p, cls, a); i >= 0 {
 					c := n.pool.cands[n.z][i].price - n.pool.cands[n.z][n.minIdx].price
 					if c < bestCost || (c == bestCost && best != nil && n.id < best.id) {
 						best, bestIdx, bestCost = n, i, c
@@ -244,9 +243,9 @@ func (s *solver) bestGrowth(p *podInfo, cls *podClass, a *attempt, zok uint64) (
 }
 
 // growIdx is the cheapest candidate at or after the node's current one that is
-// compatible with everything on it and p, holds them all, and stays within the
-// pool's limits; -1 when there is none.
-func (s *solver) growIdx(n *node, p *podInfo, cls *podClass) int {
+// compatible with everything on it and p, holds them all, lies where p's
+// topology admits it, and stays within the pool's limits; -1 when there is none.
+func (s *solver) growIdx(n *node, p *podInfo, cls *podClass, a *attempt) int {
 	cp := cls.perPool[n.pool.idx]
 	if !cp.ok || !extraAgrees(n.extra, cp.extra) {
 		return -1
@@ -258,7 +257,7 @@ func (s *solver) growIdx(n *node, p *podInfo, cls *podClass) int {
 	cs := n.pool.cands[n.z]
 	bits := cp.bits[n.z]
 	for i := n.minIdx; i < len(cs); i++ {
-		if !bitSet(n.compat, i) || !bitSet(bits, i) || !need.fits(cs[i].avail) {
+		if !bitSet(n.compat, i) || !bitSet(bits, i) || !need.fits(cs[i].avail) || len(a.masks) > 0 && !s.labelsOK(n, i, cls, a) {
 			continue
 		}
 		if s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false) {
@@ -269,7 +268,7 @@ func (s *solver) growIdx(n *node, p *podInfo, cls *podClass) int {
 }
 
 // assign puts p on n, moving a planned node to candidate idx.
-func (s *solver) assign(p *podInfo, n *node, idx int, cls *podClass) {
+func (s *solver) assign(p *podInfo, n *node, idx int, cls *podClass, a *attempt) {
 	if n.tree != nil {
 		n.tree.Delete(n.ref)
 	}
@@ -278,6 +277,9 @@ func (s *solver) assign(p *podInfo, n *node, idx int, cls *podClass) {
 		n.pool.used = n.pool.used.add(cs[idx].cap.sub(cs[n.minIdx].cap))
 		n.minIdx = idx
 		n.narrow(cls)
+		for _, lv := range p.levels {
+			s.pin(lv, n, a.mask(lv))
+		}
 	}
 	n.used = n.used.add(p.req)
 	n.pods = append(n.pods, p)
@@ -326,22 +328,21 @@ func (s *solver) nodeAccepts(n *node, p *podInfo, a *attempt) bool {
 	return s.domainOK(p, a, s.topo.host, n.id)
 }
 
-// canLaunch reports whether some pool could still launch a node for the class.
-func (s *solver) canLaunch(cls *podClass) bool {
+// canLaunch reports whether some pool could still launch a node that counts as
+// a spread domain for a pod of class cls: one its node affinity selects (honorA)
+// and whose taints it tolerates (honorT).
+func (s *solver) canLaunch(cls *podClass, honorA, honorT bool) bool {
 	for _, pool := range s.pools {
-		if cls.perPool[pool.idx].ok && (pool.maxNodes < 0 || pool.nodes < pool.maxNodes) {
-			return true
+		if pool.unusable != "" || pool.maxNodes >= 0 && pool.nodes >= pool.maxNodes ||
+			honorT && !tolerated(cls.tolerations, pool.taints, false) {
+			continue
+		}
+		cp := cls.perPool[pool.idx]
+		for z, cs := range pool.cands {
+			if len(cs) > 0 && (!honorA || cp.labelAny[z]) {
+				return true
+			}
 		}
 	}
 	return false
-}
-
-func (s *solver) existingZones() uint64 {
-	var m uint64
-	for _, n := range s.nodes {
-		if n.existing && n.z >= 0 {
-			m |= 1 << uint(n.z)
-		}
-	}
-	return m
 }

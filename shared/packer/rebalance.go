@@ -16,10 +16,11 @@ import (
 // shrinks the nodes that gave up room.
 //
 // Only pods whose placement nothing else depends on at node level move: no host
-// ports and no hostname-level topology (spread, affinity or anti-affinity, owned or
-// matched, hard or soft). They move within their pool and zone, so every
-// zone-level count stays as it was, and only onto a node whose current type their
-// class (with the preference it was placed under) accepts.
+// ports and no topology but zone-level (spread, affinity or anti-affinity, owned
+// or matched, hard or soft), and none a hard spread constraint counts only on some
+// nodes. They move within their pool and zone, so every zone-level count stays as
+// it was, and only onto a node whose current type their class (with the
+// preference it was placed under) accepts.
 
 const (
 	// rebalanceTopK is how many of each node's most lopsided pods a swap considers.
@@ -64,12 +65,14 @@ func movable(p *podInfo) bool {
 		return false
 	}
 	for _, t := range p.own {
-		if t.g.lv.host {
+		if t.g.lv.kind != levelZone {
 			return false
 		}
 	}
 	for _, g := range p.matched {
-		if g.lv.host {
+		// An owner whose node selection or taints exclude some nodes counts the
+		// pod on one node of a zone and not on another.
+		if g.lv.kind != levelZone || g.kind == kindSpread && g.filteredOwners {
 			return false
 		}
 	}
@@ -156,7 +159,7 @@ func (s *solver) rebalanceGroup(ns []*node) {
 			n.pool.nodes--
 			s.zoneNew[n.z]--
 		default:
-			refreshCompat(n)
+			s.refreshCompat(n)
 		}
 	}
 }
@@ -257,7 +260,7 @@ func (s *solver) move(p *podInfo, from, to *node) {
 	to.narrow(p.cls)
 	p.placedOn = to
 	for _, g := range p.matched {
-		if g.lv.host {
+		if g.lv.kind == levelHost {
 			continue
 		}
 		from.gc[g.slot]--
@@ -269,13 +272,16 @@ func (s *solver) move(p *podInfo, from, to *node) {
 }
 
 // refreshCompat recomputes a planned node's compatible candidates and extra
-// labels from the pods it now holds.
-func refreshCompat(n *node) {
+// labels from the pods it now holds and its pinned label domains.
+func (s *solver) refreshCompat(n *node) {
 	for i := range n.compat {
 		n.compat[i] = math.MaxUint64
 	}
 	n.extra = nil
 	for _, p := range n.pods {
 		n.narrow(p.cls)
+	}
+	for _, lv := range s.topo.labels {
+		s.applyPin(lv, n)
 	}
 }

@@ -23,13 +23,12 @@ type attempt struct {
 
 	// What tryPlace derives for the rung.
 	hard *podClass // the class of the pod's required node selection alone
-	// domains holds the zones that count as spread domains for the pod: where a
-	// pool offers a node its required node affinity admits, and zones of
-	// existing nodes (Kubernetes' default nodeAffinityPolicy Honor).
-	domains uint64
-	// canLaunch: some pool could still launch a node for the hard class, so an
-	// empty hostname domain exists.
-	canLaunch bool
+	// masks are the domains the pod's topology admits on each label level that
+	// binds it (see labelMasks).
+	masks []levelMask
+	// launch caches canLaunch for the hard class, per (honorA, honorT): bit 0
+	// known, bit 1 the answer.
+	launch [4]uint8
 	// views caches the zone spread counts one rung compares (see spreadView):
 	// the first few in place, so that a rung allocates nothing for them.
 	views     [4]spreadView
@@ -39,6 +38,34 @@ type attempt struct {
 
 // binds reports whether the attempt enforces one of the pod's own terms.
 func (a *attempt) binds(t ownTerm) bool { return !t.soft || a.keepPrefs }
+
+// launches is canLaunch for the attempt's hard class, cached.
+func (a *attempt) launches(s *solver, honorA, honorT bool) bool {
+	k := 0
+	if honorA {
+		k |= 1
+	}
+	if honorT {
+		k |= 2
+	}
+	if a.launch[k] == 0 {
+		a.launch[k] = 1
+		if s.canLaunch(a.hard, honorA, honorT) {
+			a.launch[k] = 3
+		}
+	}
+	return a.launch[k] == 3
+}
+
+// mask returns the domains the attempt admits on label level lv (nil: any).
+func (a *attempt) mask(lv *level) bitset {
+	for _, m := range a.masks {
+		if m.lv == lv {
+			return m.allowed
+		}
+	}
+	return nil
+}
 
 // relaxStep is one named step of the ladder: relax loosens a for p, or reports
 // false when the step has nothing left to loosen, so that the next step is tried.

@@ -3,11 +3,11 @@ package packer
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/google/btree"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/joiner-autoscaler/joiner/shared/facts"
@@ -67,6 +67,8 @@ type podInfo struct {
 	prefTerms []corev1.NodeSelectorTerm
 	// rej records why the pod's last attempt failed (pods retried only).
 	rej *rejections
+	// levels are the label levels of the groups it owns or matches.
+	levels []*level
 }
 
 // node is an existing node, an in-flight NodeClaim, or a node the plan opens.
@@ -94,9 +96,11 @@ type node struct {
 	// matching pods of the other groups (gc, nil until one lands).
 	hc, ho []int32
 	gc     []int32
-	ports  map[portKey]bool
-	ref    slackRef
-	tree   *btree.BTreeG[slackRef]
+	// ldom is the node's domain per label level (see levels.go).
+	ldom  []int32
+	ports map[portKey]bool
+	ref   slackRef
+	tree  *btree.BTreeG[slackRef]
 }
 
 // slackRef orders nodes by free memory, then cpu: a best-fit index.
@@ -143,9 +147,8 @@ type solver struct {
 	treeKeys   [][2]int // sorted: existing nodes (-1) first, then pools by index; zones in order
 	probe      *corev1.Node
 	newCount   map[string]int // new nodes written per pool, for their names
-	// existingZoneMask holds the zones of existing nodes: spread domains even when
-	// no pool can launch there.
-	existingZoneMask uint64
+	// domainSets caches domainSet.
+	domainSets map[domainKey]bitset
 	// preferNoSchedule is set when some pool has a PreferNoSchedule taint: then
 	// every pod first tries to avoid it.
 	preferNoSchedule bool
@@ -194,7 +197,7 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 	s.preparePods(dimErr)
 	<-pools
 	s.addExisting()
-	s.existingZoneMask = s.existingZones()
+	s.finishLevels()
 	s.seedCounts()
 	order := make([]*podInfo, 0, len(s.pods))
 	for _, p := range s.pods {
@@ -366,10 +369,11 @@ func (s *solver) preparePods(dimErr error) {
 			if t.soft {
 				continue
 			}
+			host := t.g.lv.kind == levelHost
 			switch {
-			case t.g.lv.host && t.g.kind == kindAntiAffinity:
+			case host && t.g.kind == kindAntiAffinity:
 				p.tier = 0
-			case t.g.lv.host && p.tier > 1:
+			case host && p.tier > 1:
 				p.tier = 1
 			case p.tier > 2:
 				p.tier = 2
@@ -389,38 +393,59 @@ func (s *solver) preparePods(dimErr error) {
 			if a == nil || a.PodAntiAffinity == nil {
 				continue
 			}
-			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-				_, _ = s.topo.group(kindAntiAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, facts.PodNamespace(pod), 0)
+			for i := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				_, _ = s.topo.group(affinityTerm(kindAntiAffinity, pod, facts.PodNamespace(pod), &a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[i]))
 			}
 		}
 	}
 	for _, p := range s.pods {
 		if p.err == "" {
 			p.matched = s.topo.matching(p.ns, p.pod.Labels)
+			p.levels = labelLevels(p)
 		}
 	}
 }
 
+// labelLevels lists, once each, the label levels of the groups p owns or matches.
+func labelLevels(p *podInfo) []*level {
+	var out []*level
+	add := func(lv *level) {
+		if lv.kind == levelLabel && !slices.Contains(out, lv) {
+			out = append(out, lv)
+		}
+	}
+	for _, t := range p.own {
+		add(t.g.lv)
+	}
+	for _, g := range p.matched {
+		add(g.lv)
+	}
+	return out
+}
+
 func (s *solver) ownTerms(p *podInfo) error {
 	pod := p.pod
-	add := func(kind groupKind, key string, sel *metav1.LabelSelector, ns []string, nsSel *metav1.LabelSelector, skew int32, soft bool) error {
-		g, err := s.topo.group(kind, key, sel, ns, nsSel, p.ns, skew)
+	add := func(tm term, soft bool) error {
+		g, err := s.topo.group(tm)
 		if err != nil {
 			if soft {
-				return nil // an unsupported preference is simply not honoured
+				return nil // an unusable preference is simply not honoured
 			}
-			return fmt.Errorf("%s: %v", kind, err)
+			return fmt.Errorf("%s: %v", tm.kind, err)
 		}
 		self := g.matches(p.ns, labels.Set(pod.Labels))
 		if !soft {
 			g.hardOwned = true
+			if tm.kind == kindSpread && (tm.honorTaints || tm.honorAffinity && requiresNodes(pod)) {
+				g.filteredOwners = true
+			}
 		}
 		p.own = append(p.own, ownTerm{g: g, soft: soft, selfHits: self})
 		return nil
 	}
-	for _, c := range pod.Spec.TopologySpreadConstraints {
-		soft := c.WhenUnsatisfiable == corev1.ScheduleAnyway
-		if err := add(kindSpread, c.TopologyKey, c.LabelSelector, nil, nil, c.MaxSkew, soft); err != nil {
+	for i := range pod.Spec.TopologySpreadConstraints {
+		c := &pod.Spec.TopologySpreadConstraints[i]
+		if err := add(spreadTerm(pod, p.ns, c), c.WhenUnsatisfiable == corev1.ScheduleAnyway); err != nil {
 			return err
 		}
 	}
@@ -428,29 +453,34 @@ func (s *solver) ownTerms(p *podInfo) error {
 	if a == nil {
 		return nil
 	}
-	if a.PodAffinity != nil {
-		for _, t := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-			if err := add(kindAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, 0, false); err != nil {
+	for _, kind := range [2]groupKind{kindAffinity, kindAntiAffinity} {
+		var required []corev1.PodAffinityTerm
+		var preferred []corev1.WeightedPodAffinityTerm
+		switch {
+		case kind == kindAffinity && a.PodAffinity != nil:
+			required, preferred = a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+		case kind == kindAntiAffinity && a.PodAntiAffinity != nil:
+			required, preferred = a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+		}
+		for i := range required {
+			if err := add(affinityTerm(kind, pod, p.ns, &required[i]), false); err != nil {
 				return err
 			}
 		}
-		for _, w := range a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-			t := w.PodAffinityTerm
-			_ = add(kindAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, 0, true)
-		}
-	}
-	if a.PodAntiAffinity != nil {
-		for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-			if err := add(kindAntiAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, 0, false); err != nil {
-				return err
-			}
-		}
-		for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-			t := w.PodAffinityTerm
-			_ = add(kindAntiAffinity, t.TopologyKey, t.LabelSelector, t.Namespaces, t.NamespaceSelector, 0, true)
+		for i := range preferred {
+			_ = add(affinityTerm(kind, pod, p.ns, &preferred[i].PodAffinityTerm), true)
 		}
 	}
 	return nil
+}
+
+// requiresNodes reports whether a pod selects nodes (node selector or required
+// node affinity).
+func requiresNodes(pod *corev1.Pod) bool {
+	a := pod.Spec.Affinity
+	return len(pod.Spec.NodeSelector) > 0 ||
+		a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil &&
+			len(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) > 0
 }
 
 // podVec is facts.PodRequests as a vector. Most pods have only app containers

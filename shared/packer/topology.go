@@ -2,6 +2,7 @@ package packer
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,23 +29,33 @@ func (k groupKind) String() string {
 // per domain of its level, and one check (domainOK) compares those counts the same
 // way at every level; levels differ only in what their domains are. The hostname
 // key has a domain per node, plus an empty one for every node a pool could still
-// open; the zone key one per zone.
+// open; the zone key one per zone; any other key (karpenter.sh/capacity-type, a
+// NodePool's own label, an instance-type label) one per value (see levels.go).
 type level struct {
 	key  string
-	name string // short name for messages
-	// host marks the hostname level: its domains are node ids, and a node not yet
-	// opened is domain -1.
-	host bool
+	name string // for messages
+	kind levelKind
+	// label levels: idx indexes node.ldom and attempt masks; values are the
+	// domains (registered as pools, nodes and pods name them).
+	idx    int
+	values []string
+	index  map[string]int32
+	// cand[pool][zone][i] is the value a node on candidate i carries, -1 when
+	// such a node does not carry the key.
+	cand [][][]int32
+	// chosen[pool] are the values a node of the pool may be given for a key its
+	// types do not label (a multi-valued In requirement); nil otherwise.
+	chosen [][]int32
+	groups []*topoGroup
 }
 
-// domainOf is n's domain at level lv, -1 when it has none (a node without a
-// known zone).
-func (lv *level) domainOf(n *node) int {
-	if lv.host {
-		return n.id
-	}
-	return n.z
-}
+type levelKind int8
+
+const (
+	levelHost levelKind = iota
+	levelZone
+	levelLabel
+)
 
 // topoGroup is one distinct (kind, topology key, selector, namespaces) term: every
 // pod owning such a term shares the group's counts.
@@ -57,6 +68,14 @@ type topoGroup struct {
 	ns       map[string]bool
 	maxSkew  int32
 	desc     string
+	// Spread only: which nodes count (nodeAffinityPolicy, default Honor;
+	// nodeTaintsPolicy, default Ignore) and minDomains (0 when unset).
+	honorAffinity, honorTaints bool
+	minDomains                 int32
+	// filteredOwners: some hard owner counts only some nodes (a node selector or
+	// affinity under Honor, or taints under Honor): moving a matching pod
+	// between two nodes of a zone may change what such an owner counts.
+	filteredOwners bool
 	// slot indexes a node's per-group counters: for hostname groups the node is
 	// the domain, and its counts (node.hc, node.ho) live on it; other levels keep
 	// a node's share too (node.gc), to count only the nodes a pod may use.
@@ -82,8 +101,10 @@ func (s *solver) at(g *topoGroup, d int) int32 {
 	switch {
 	case d < 0:
 		return 0
-	case g.lv.host:
+	case g.lv.kind == levelHost:
 		return s.nodes[d].hc[g.slot]
+	case d >= len(g.counts):
+		return 0
 	}
 	return g.counts[d]
 }
@@ -93,8 +114,10 @@ func (s *solver) ownersAt(g *topoGroup, d int) int32 {
 	switch {
 	case d < 0:
 		return 0
-	case g.lv.host:
+	case g.lv.kind == levelHost:
 		return s.nodes[d].ho[g.slot]
+	case d >= len(g.owners):
+		return 0
 	}
 	return g.owners[d]
 }
@@ -121,18 +144,46 @@ func (g *topoGroup) histMove(from, to int32) {
 	g.hist[to]++
 }
 
-// minOver is the smallest count over the domains set in mask (0 when none is).
-func minOver(counts []int32, mask uint64) int32 {
+// minOver is the smallest count over the domains in set (0 when it is empty);
+// a domain past the end of counts holds none.
+func minOver(counts []int32, set bitset) int32 {
 	min := int32(-1)
-	for z, c := range counts {
-		if mask&(1<<uint(z)) != 0 && (min < 0 || c < min) {
-			min = c
+	for w, word := range set {
+		for word != 0 {
+			d := w*64 + bits.TrailingZeros64(word)
+			word &= word - 1
+			c := int32(0)
+			if d < len(counts) {
+				c = counts[d]
+			}
+			if min < 0 || c < min {
+				min = c
+			}
 		}
 	}
 	if min < 0 {
 		return 0
 	}
 	return min
+}
+
+// bitset is a set of small integers (domains, candidates).
+type bitset []uint64
+
+func newBitset(n int) bitset { return make(bitset, (n+63)/64) }
+
+func (b bitset) has(i int) bool {
+	return i >= 0 && i/64 < len(b) && b[i/64]&(1<<uint(i%64)) != 0
+}
+
+func (b bitset) set(i int) { b[i/64] |= 1 << uint(i%64) }
+
+func (b bitset) count() int {
+	n := 0
+	for _, w := range b {
+		n += bits.OnesCount64(w)
+	}
+	return n
 }
 
 // ownTerm is a pod's own term: the group and whether it is only a preference.
@@ -147,6 +198,7 @@ type topology struct {
 	zones  []string
 	host   *level
 	zone   *level
+	labels []*level // levels of other keys, by level.idx
 	groups []*topoGroup
 	byKey  map[string]*topoGroup
 	byRaw  map[string]*topoGroup
@@ -160,47 +212,104 @@ type topology struct {
 
 func newTopology(zones []string) *topology {
 	return &topology{zones: zones, byKey: map[string]*topoGroup{}, byRaw: map[string]*topoGroup{}, labelClasses: map[string][]*topoGroup{},
-		host: &level{key: corev1.LabelHostname, name: "hostname", host: true},
-		zone: &level{key: corev1.LabelTopologyZone, name: "zone"}}
+		host: &level{key: corev1.LabelHostname, name: "hostname", kind: levelHost},
+		zone: &level{key: corev1.LabelTopologyZone, name: "zone", kind: levelZone}}
 }
 
-// levelFor returns the level of a topology key. Keys other than hostname and
-// zone are not modelled; the caller reports them.
-func (t *topology) levelFor(key string) (*level, error) {
+// levelFor returns (creating) the level of a topology key.
+func (t *topology) levelFor(key string) *level {
 	switch key {
 	case t.host.key:
-		return t.host, nil
+		return t.host
 	case t.zone.key:
-		return t.zone, nil
+		return t.zone
 	}
-	return nil, fmt.Errorf("topology key %q is not supported (only %s and %s)", key, t.host.key, t.zone.key)
+	for _, lv := range t.labels {
+		if lv.key == key {
+			return lv
+		}
+	}
+	lv := &level{key: key, name: key, kind: levelLabel, idx: len(t.labels), index: map[string]int32{}}
+	t.labels = append(t.labels, lv)
+	return lv
+}
+
+// term is one spread, affinity or anti-affinity term as a pod states it.
+type term struct {
+	kind  groupKind
+	key   string
+	sel   *metav1.LabelSelector
+	ns    []string
+	nsSel *metav1.LabelSelector
+	podNS string
+	// spread only
+	maxSkew                    int32
+	honorAffinity, honorTaints bool
+	minDomains                 int32
+}
+
+// spreadTerm is a topology spread constraint as a term: its selector narrowed by
+// the pod's own values of matchLabelKeys, as the scheduler does.
+func spreadTerm(pod *corev1.Pod, ns string, c *corev1.TopologySpreadConstraint) term {
+	t := term{kind: kindSpread, key: c.TopologyKey, sel: withLabelKeys(c.LabelSelector, pod, c.MatchLabelKeys, nil), podNS: ns,
+		maxSkew: c.MaxSkew, honorAffinity: c.NodeAffinityPolicy == nil || *c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor,
+		honorTaints: c.NodeTaintsPolicy != nil && *c.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor}
+	if c.MinDomains != nil {
+		t.minDomains = *c.MinDomains
+	}
+	return t
+}
+
+// affinityTerm is a pod (anti-)affinity term: its selector narrowed by
+// matchLabelKeys (In the pod's value) and mismatchLabelKeys (NotIn it).
+func affinityTerm(kind groupKind, pod *corev1.Pod, ns string, a *corev1.PodAffinityTerm) term {
+	return term{kind: kind, key: a.TopologyKey, sel: withLabelKeys(a.LabelSelector, pod, a.MatchLabelKeys, a.MismatchLabelKeys),
+		ns: a.Namespaces, nsSel: a.NamespaceSelector, podNS: ns}
+}
+
+// withLabelKeys adds to sel, for each key the pod has a label for, a requirement
+// that matching pods carry the same value (match) or another one (mismatch). A
+// nil selector stays nil: it matches nothing either way.
+func withLabelKeys(sel *metav1.LabelSelector, pod *corev1.Pod, match, mismatch []string) *metav1.LabelSelector {
+	if sel == nil || len(match)+len(mismatch) == 0 {
+		return sel
+	}
+	out := sel.DeepCopy()
+	for i, keys := range [2][]string{match, mismatch} {
+		op := metav1.LabelSelectorOpIn
+		if i == 1 {
+			op = metav1.LabelSelectorOpNotIn
+		}
+		for _, k := range keys {
+			if v, ok := pod.Labels[k]; ok {
+				out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{Key: k, Operator: op, Values: []string{v}})
+			}
+		}
+	}
+	return out
 }
 
 // group returns (creating) the group for a term.
-func (t *topology) group(kind groupKind, key string, sel *metav1.LabelSelector, nsList []string, nsSel *metav1.LabelSelector, podNS string, maxSkew int32) (*topoGroup, error) {
-	lv, err := t.levelFor(key)
-	if err != nil {
-		return nil, err
-	}
-	raw := rawTermKey(kind, key, sel, nsList, nsSel, podNS, maxSkew)
+func (t *topology) group(tm term) (*topoGroup, error) {
+	raw := rawTermKey(tm)
 	if g, ok := t.byRaw[raw]; ok {
 		return g, nil
 	}
-	s, err := metav1.LabelSelectorAsSelector(sel)
+	s, err := metav1.LabelSelectorAsSelector(tm.sel)
 	if err != nil {
 		return nil, fmt.Errorf("invalid label selector: %v", err)
 	}
-	if sel == nil {
+	if tm.sel == nil {
 		// A nil selector matches nothing, as in Kubernetes.
 		s = labels.Nothing()
 	}
-	allNS := nsSel != nil && len(nsSel.MatchLabels) == 0 && len(nsSel.MatchExpressions) == 0
+	allNS := tm.nsSel != nil && len(tm.nsSel.MatchLabels) == 0 && len(tm.nsSel.MatchExpressions) == 0
 	ns := map[string]bool{}
 	if !allNS {
-		if len(nsList) == 0 {
-			ns[podNS] = true
+		if len(tm.ns) == 0 {
+			ns[tm.podNS] = true
 		}
-		for _, n := range nsList {
+		for _, n := range tm.ns {
 			ns[n] = true
 		}
 	}
@@ -213,24 +322,33 @@ func (t *topology) group(kind groupKind, key string, sel *metav1.LabelSelector, 
 		sort.Strings(names)
 		nsKey = strings.Join(names, ",")
 	}
-	k := fmt.Sprintf("%d|%s|%s|%s|%d", kind, key, s.String(), nsKey, maxSkew)
+	k := fmt.Sprintf("%d|%s|%s|%s|%d|%v|%v|%d", tm.kind, tm.key, s.String(), nsKey, tm.maxSkew, tm.honorAffinity, tm.honorTaints, tm.minDomains)
 	if g, ok := t.byKey[k]; ok {
 		t.byRaw[raw] = g
 		return g, nil
 	}
-	g := &topoGroup{id: len(t.groups), kind: kind, lv: lv, selector: s, allNS: allNS, ns: ns, maxSkew: maxSkew}
+	lv := t.levelFor(tm.key)
+	g := &topoGroup{id: len(t.groups), kind: tm.kind, lv: lv, selector: s, allNS: allNS, ns: ns, maxSkew: tm.maxSkew,
+		honorAffinity: tm.honorAffinity, honorTaints: tm.honorTaints, minDomains: tm.minDomains}
 	// Every group exists before the first node does (preparePods makes them all),
 	// so a node's counters are sized once.
-	if lv.host {
+	switch lv.kind {
+	case levelHost:
 		g.slot = t.hostSlots
 		t.hostSlots++
-	} else {
+	case levelZone:
 		g.slot = t.nodeSlots
 		t.nodeSlots++
 		g.counts = make([]int32, len(t.zones))
 		g.owners = make([]int32, len(t.zones))
+	default:
+		g.slot = t.nodeSlots
+		t.nodeSlots++
+		g.counts = make([]int32, len(lv.values))
+		g.owners = make([]int32, len(lv.values))
+		lv.groups = append(lv.groups, g)
 	}
-	g.desc = fmt.Sprintf("%s on %s for pods matching %q", kind, lv.name, s.String())
+	g.desc = fmt.Sprintf("%s on %s for pods matching %q", tm.kind, lv.name, s.String())
 	t.groups = append(t.groups, g)
 	t.byKey[k] = g
 	t.byRaw[raw] = g
@@ -239,27 +357,37 @@ func (t *topology) group(kind groupKind, key string, sel *metav1.LabelSelector, 
 
 // rawTermKey identifies a term as written, so the many pods of one workload
 // share a group without converting their selectors again.
-func rawTermKey(kind groupKind, key string, sel *metav1.LabelSelector, nsList []string, nsSel *metav1.LabelSelector, podNS string, maxSkew int32) string {
+func rawTermKey(tm term) string {
 	var b strings.Builder
-	b.WriteString(strconv.Itoa(int(kind)))
+	b.WriteString(strconv.Itoa(int(tm.kind)))
 	b.WriteByte('|')
-	b.WriteString(key)
+	b.WriteString(tm.key)
 	b.WriteByte('|')
-	writeSelector(&b, sel)
+	writeSelector(&b, tm.sel)
 	b.WriteByte('|')
-	for _, n := range nsList {
+	for _, n := range tm.ns {
 		b.WriteString(n)
 		b.WriteByte(',')
 	}
 	b.WriteByte('|')
-	if nsSel != nil {
+	if tm.nsSel != nil {
 		b.WriteByte('S')
-		writeSelector(&b, nsSel)
+		writeSelector(&b, tm.nsSel)
 	}
 	b.WriteByte('|')
-	b.WriteString(podNS)
+	b.WriteString(tm.podNS)
 	b.WriteByte('|')
-	b.WriteString(strconv.Itoa(int(maxSkew)))
+	b.WriteString(strconv.Itoa(int(tm.maxSkew)))
+	if tm.honorAffinity {
+		b.WriteString("|A")
+	}
+	if tm.honorTaints {
+		b.WriteString("|T")
+	}
+	if tm.minDomains > 0 {
+		b.WriteString("|m")
+		b.WriteString(strconv.Itoa(int(tm.minDomains)))
+	}
 	return b.String()
 }
 
@@ -323,218 +451,4 @@ func labelsKey(ns string, l map[string]string) string {
 		b.WriteString(l[k])
 	}
 	return b.String()
-}
-
-// domainOK is the one topology check, the same at every level: whether p, bound
-// by a, may land in domain d of lv (-1: a node not opened yet). It judges p's own
-// spread, affinity and anti-affinity terms on that level, other pods'
-// anti-affinity (which is symmetric) and, while a binds them, the hard spread
-// constraints of other pods p would count for.
-func (s *solver) domainOK(p *podInfo, a *attempt, lv *level, d int) bool {
-	for _, t := range p.own {
-		g := t.g
-		if g.lv != lv || !a.binds(t) {
-			continue
-		}
-		switch g.kind {
-		case kindSpread:
-			v := s.spreadView(a, g, true)
-			if !v.isDomain(d) || v.count(s, d)+self(t.selfHits)-v.min > g.maxSkew {
-				return false
-			}
-		case kindAffinity:
-			if s.at(g, d) == 0 && !(g.total == 0 && t.selfHits) {
-				return false
-			}
-		case kindAntiAffinity:
-			if s.at(g, d) > 0 {
-				return false
-			}
-		}
-	}
-	for _, g := range p.matched {
-		if g.lv != lv {
-			continue
-		}
-		if g.kind == kindAntiAffinity && s.ownersAt(g, d) > 0 {
-			return false
-		}
-		// A pod that only matches another pod's spread selector may not push a
-		// domain that hosts such an owner past the skew; elsewhere it is free,
-		// because Kubernetes checks the skew only where an owner lands.
-		if a.othersSpread && g.kind == kindSpread && g.hardOwned && !p.ownsHard(g) && s.ownersAt(g, d) > 0 {
-			if s.at(g, d)+1-s.spreadView(a, g, false).min > g.maxSkew {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func self(b bool) int32 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// spreadView is what a spread check compares a domain's count against: the
-// smallest count over the domains that count, and which those are.
-type spreadView struct {
-	g *topoGroup
-	// own: the view of a pod owning the constraint, whose counts include only the
-	// nodes its required node affinity selects; otherwise every node counts.
-	own     bool
-	counts  []int32 // per domain; nil: the group's own counts
-	min     int32
-	domains uint64 // zone level; every node is a hostname domain
-}
-
-func (v *spreadView) isDomain(d int) bool {
-	return v.g.lv.host || v.domains&(1<<uint(d)) != 0
-}
-
-func (v *spreadView) count(s *solver, d int) int32 {
-	if v.counts == nil {
-		return s.at(v.g, d)
-	}
-	return v.counts[d]
-}
-
-// spreadView returns (caching per attempt) the view of g for p's own constraint
-// (own) or another pod's. At hostname level the minimum is zero while a pool can
-// still open a node for the pod, otherwise the emptiest node's count; at zone
-// level it is taken over the zones that count as domains for the pod.
-func (s *solver) spreadView(a *attempt, g *topoGroup, own bool) spreadView {
-	if g.lv.host {
-		v := spreadView{g: g, own: own}
-		if !a.canLaunch {
-			v.min = g.minHost()
-		}
-		return v
-	}
-	for _, v := range a.views[:a.nviews] {
-		if v.g == g && v.own == own {
-			return v
-		}
-	}
-	for _, v := range a.moreViews {
-		if v.g == g && v.own == own {
-			return v
-		}
-	}
-	v := spreadView{g: g, own: own, domains: a.domains}
-	if own {
-		v.counts = s.eligibleCounts(g, a.hard)
-	}
-	counts := v.counts
-	if counts == nil {
-		counts = g.counts
-	}
-	v.min = minOver(counts, a.domains)
-	if a.nviews < len(a.views) {
-		a.views[a.nviews] = v
-		a.nviews++
-	} else {
-		a.moreViews = append(a.moreViews, v)
-	}
-	return v
-}
-
-// eligibleCounts returns a group's matching pods per domain, counting only nodes
-// the class's node affinity selects; nil for a class without one, whose counts
-// are the group's own.
-func (s *solver) eligibleCounts(g *topoGroup, hard *podClass) []int32 {
-	if hard.generic {
-		return nil
-	}
-	counts := make([]int32, len(g.counts))
-	for _, n := range s.nodes {
-		d := g.lv.domainOf(n)
-		if d < 0 || n.gc == nil || n.gc[g.slot] == 0 || !s.eligible(n, hard) {
-			continue
-		}
-		counts[d] += n.gc[g.slot]
-	}
-	return counts
-}
-
-// eligible reports whether a node's labels satisfy the class's required node
-// affinity (taints aside).
-func (s *solver) eligible(n *node, cls *podClass) bool {
-	if cls.generic {
-		return true
-	}
-	l := n.labels
-	if !n.existing {
-		l = n.pool.cands[n.z][n.minIdx].fullLabels()
-		if len(n.extra) > 0 {
-			return s.matchLabels(cls, l, n.extra)
-		}
-	}
-	return s.matchLabels(cls, l, nil)
-}
-
-// zoneMask returns the zones whose zone-level topology admits p.
-func (s *solver) zoneMask(p *podInfo, a *attempt) uint64 {
-	var mask uint64
-	for z := range s.zones {
-		if s.domainOK(p, a, s.topo.zone, z) {
-			mask |= 1 << uint(z)
-		}
-	}
-	return mask
-}
-
-// zoneBound reports whether p has zone-level constraints, which nodes without a
-// known zone cannot be checked against.
-func (s *solver) zoneBound(p *podInfo, a *attempt) bool {
-	for _, t := range p.own {
-		if !t.g.lv.host && a.binds(t) {
-			return true
-		}
-	}
-	for _, g := range p.matched {
-		if !g.lv.host && (g.kind == kindAntiAffinity || (a.othersSpread && g.kind == kindSpread && g.hardOwned)) {
-			return true
-		}
-	}
-	return false
-}
-
-// count adds one matching pod on n to each group.
-func (s *solver) count(n *node, gs []*topoGroup) {
-	for _, g := range gs {
-		g.total++
-		if g.lv.host {
-			old := n.hc[g.slot]
-			n.hc[g.slot]++
-			if g.kind == kindSpread {
-				g.histMove(old, old+1)
-			}
-			if old == 0 && g.kind == kindAffinity {
-				g.nodes = append(g.nodes, n)
-			}
-			continue
-		}
-		d := g.lv.domainOf(n)
-		if d < 0 {
-			continue
-		}
-		g.counts[d]++
-		if n.gc == nil {
-			n.gc = make([]int32, s.topo.nodeSlots)
-		}
-		n.gc[g.slot]++
-	}
-}
-
-// own records an owner of g's term on n: anti-affinity is symmetric, and other
-// pods' spread constraints bind where their owners are.
-func (s *solver) own(n *node, g *topoGroup) {
-	if g.lv.host {
-		n.ho[g.slot]++
-	} else if d := g.lv.domainOf(n); d >= 0 {
-		g.owners[d]++
-	}
 }

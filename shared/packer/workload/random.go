@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -81,15 +82,25 @@ func randomType(r *rand.Rand, name, arch string, vcpu, gibPerCPU int, gpu *catal
 // groups carrying random requests (init containers, sidecars, overhead, GPUs,
 // limits-only containers), node selectors, required and preferred node affinity,
 // tolerations, zone and hostname spread, pod affinity and anti-affinity and host
-// ports. The same seed gives the same snapshot.
+// ports. A second stream seeded from the same seed adds topology keys beyond
+// hostname and zone (capacity type, arch, a label pools choose values for), node
+// inclusion policies, minDomains, matchLabelKeys and system nodes no pool owns,
+// without changing what the first stream draws. The same seed gives the same
+// snapshot.
 func Random(seed int64, maxPods int) *packer.Snapshot {
 	r := rand.New(rand.NewSource(seed))
+	r2 := rand.New(rand.NewSource(seed*7919 + 1))
 	cat := RandomCatalog(r)
 	snap := &packer.Snapshot{Catalog: cat, NodeClasses: []*karpenter.EC2NodeClass{DefaultNodeClass()}}
 
 	npools := 1 + r.Intn(3)
 	for i := 0; i < npools; i++ {
-		snap.NodePools = append(snap.NodePools, randomPool(r, i))
+		np := randomPool(r, i)
+		if r2.Intn(3) == 0 {
+			// A label the pool gives its nodes one of several values of.
+			np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, Req("rack", corev1.NodeSelectorOpIn, pick(r2, racks, 1+r2.Intn(3))...))
+		}
+		snap.NodePools = append(snap.NodePools, np)
 	}
 	// Most clusters get a plain catch-all pool so that most pods can land somewhere.
 	if r.Intn(4) != 0 {
@@ -116,7 +127,24 @@ func Random(seed int64, maxPods int) *packer.Snapshot {
 			}
 			running = append(running, p)
 		}
+		if r2.Intn(3) == 0 {
+			node.Labels["rack"] = racks[r2.Intn(len(racks))]
+		}
 		snap.Nodes = append(snap.Nodes, packer.NodeState{Node: node, Pods: running})
+	}
+	// System nodes no pool owns, often tainted, with a pod of some app.
+	for i := r2.Intn(3); i > 0; i-- {
+		it := &cat.InstanceTypes[r2.Intn(len(cat.InstanceTypes))]
+		name := fmt.Sprintf("system-%d", i)
+		node := ExistingNode(name, nil, it, it.Offerings[r2.Intn(len(it.Offerings))])
+		node.Labels["role"] = "system"
+		if r2.Intn(2) == 0 {
+			node.Spec.Taints = []corev1.Taint{{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		}
+		p := benchPod(name+"-pod", map[string]string{"app": apps[r2.Intn(len(apps))]}, q("100m"), q("128Mi"))
+		p.Spec.NodeName = name
+		p.Status.Phase = corev1.PodRunning
+		snap.Nodes = append(snap.Nodes, packer.NodeState{Node: node, Pods: []*corev1.Pod{p}})
 	}
 	// In-flight claims.
 	for i := r.Intn(3); i > 0; i-- {
@@ -139,6 +167,13 @@ func Random(seed int64, maxPods int) *packer.Snapshot {
 		}
 		for k, v := range np.Spec.Template.ObjectMeta.Labels {
 			nc.Labels[k] = v
+		}
+		// As Karpenter writes a NodeClaim: the pool's requirements on the keys the
+		// offering does not decide.
+		for _, req := range np.Spec.Template.Spec.Requirements {
+			if !slices.ContainsFunc(nc.Spec.Requirements, func(x karpenter.NodeSelectorRequirementWithMinValues) bool { return x.Key == req.Key }) {
+				nc.Spec.Requirements = append(nc.Spec.Requirements, req)
+			}
 		}
 		snap.InFlight = append(snap.InFlight, nc)
 	}
@@ -171,6 +206,7 @@ func Random(seed int64, maxPods int) *packer.Snapshot {
 			n = target - len(snap.Pods)
 		}
 		tmpl := randomPodTemplate(r, snap, group, apps)
+		moreTopology(r2, tmpl)
 		snap.Pods = append(snap.Pods, replicas(fmt.Sprintf("g%d", group), n, tmpl)...)
 		group++
 	}
@@ -305,6 +341,45 @@ func randomPodTemplate(r *rand.Rand, snap *packer.Snapshot, group int, apps []st
 	}
 	return p
 }
+
+// racks are the values of the label some random pools choose for their nodes.
+var racks = []string{"r1", "r2", "r3"}
+
+// moreTopology gives a random pod template, drawing from its own stream,
+// constraints on keys beyond hostname and zone and the spread fields Kubernetes
+// added later (policies, minDomains, matchLabelKeys).
+func moreTopology(r *rand.Rand, p *corev1.Pod) {
+	if r.Intn(2) == 0 {
+		p.Labels["rev"] = []string{"1", "2"}[r.Intn(2)]
+	}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": p.Labels["app"]}}
+	keys := []string{karpenter.CapacityTypeLabelKey, corev1.LabelArchStable, "rack", corev1.LabelTopologyZone}
+	switch r.Intn(8) {
+	case 0, 1:
+		c := corev1.TopologySpreadConstraint{MaxSkew: int32(1 + r.Intn(2)), TopologyKey: keys[r.Intn(len(keys))], WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel}
+		if r.Intn(3) == 0 {
+			c.NodeAffinityPolicy = ptr(corev1.NodeInclusionPolicyIgnore)
+		}
+		if r.Intn(3) == 0 {
+			c.NodeTaintsPolicy = ptr(corev1.NodeInclusionPolicyHonor)
+		}
+		if r.Intn(3) == 0 {
+			c.MinDomains = ptr(int32(2 + r.Intn(3)))
+		}
+		if r.Intn(3) == 0 {
+			c.MatchLabelKeys = []string{"rev"}
+		}
+		p.Spec.TopologySpreadConstraints = append(p.Spec.TopologySpreadConstraints, c)
+	case 2:
+		affinity(p).PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+			{TopologyKey: keys[r.Intn(3)], LabelSelector: sel, MatchLabelKeys: []string{"rev"}}}}
+	case 3:
+		affinity(p).PodAffinity = &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+			{TopologyKey: keys[r.Intn(3)], LabelSelector: sel}}}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func affinity(p *corev1.Pod) *corev1.Affinity {
 	if p.Spec.Affinity == nil {

@@ -1,0 +1,461 @@
+package packer
+
+import corev1 "k8s.io/api/core/v1"
+
+// domainOK is the one topology check, the same at every level: whether p, bound
+// by a, may land in domain d of lv (-1: a node not opened yet). It judges p's own
+// spread, affinity and anti-affinity terms on that level, other pods'
+// anti-affinity (which is symmetric) and, while a binds them, the hard spread
+// constraints of other pods p would count for.
+func (s *solver) domainOK(p *podInfo, a *attempt, lv *level, d int) bool {
+	for _, t := range p.own {
+		g := t.g
+		if g.lv != lv || !a.binds(t) {
+			continue
+		}
+		switch g.kind {
+		case kindSpread:
+			v := s.spreadView(a, g, true)
+			if !v.isDomain(d) || v.count(s, d)+self(t.selfHits)-v.min > g.maxSkew {
+				return false
+			}
+		case kindAffinity:
+			if s.at(g, d) == 0 && !(g.total == 0 && t.selfHits) {
+				return false
+			}
+		case kindAntiAffinity:
+			if s.at(g, d) > 0 {
+				return false
+			}
+		}
+	}
+	for _, g := range p.matched {
+		if g.lv != lv {
+			continue
+		}
+		if g.kind == kindAntiAffinity && s.ownersAt(g, d) > 0 {
+			return false
+		}
+		// A pod that only matches another pod's spread selector may not push a
+		// domain that hosts such an owner past the skew; elsewhere it is free,
+		// because Kubernetes checks the skew only where an owner lands.
+		if a.othersSpread && g.kind == kindSpread && g.hardOwned && !p.ownsHard(g) && s.ownersAt(g, d) > 0 {
+			if s.at(g, d)+1-s.spreadView(a, g, false).min > g.maxSkew {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func self(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// spreadView is what a spread check compares a domain's count against: the
+// smallest count over the domains that count, and which those are.
+type spreadView struct {
+	g *topoGroup
+	// own: the view of a pod owning the constraint, which counts the nodes its
+	// policies include (nodeAffinityPolicy, nodeTaintsPolicy); otherwise every
+	// node counts.
+	own     bool
+	counts  []int32 // per domain; nil: the group's own counts
+	min     int32
+	domains bitset // nil at hostname level, where every node is a domain
+}
+
+func (v *spreadView) isDomain(d int) bool {
+	return v.g.lv.kind == levelHost || v.domains.has(d)
+}
+
+func (v *spreadView) count(s *solver, d int) int32 {
+	if v.counts == nil {
+		return s.at(v.g, d)
+	}
+	if d < 0 || d >= len(v.counts) {
+		return 0
+	}
+	return v.counts[d]
+}
+
+// spreadView returns (caching per attempt) the view of g for p's own constraint
+// (own) or another pod's. At hostname level the minimum is zero while a pool can
+// still open a node for the pod, otherwise the emptiest node's count; at other
+// levels it is taken over the domains that count for the pod, and is zero while
+// fewer of them exist than the constraint's minDomains.
+func (s *solver) spreadView(a *attempt, g *topoGroup, own bool) spreadView {
+	if g.lv.kind == levelHost {
+		// A node the pools could still launch is an empty hostname domain: then
+		// the smallest count is zero. (Another pod's view counts nodes as its
+		// defaults do.)
+		v := spreadView{g: g, own: own}
+		honorA, honorT := true, false
+		if own {
+			honorA, honorT = g.honorAffinity, g.honorTaints
+		}
+		if !a.launches(s, honorA, honorT) {
+			v.min = g.minHost()
+		}
+		if own && g.minDomains > 1 && int(g.minDomains) > len(s.nodes)+1 {
+			v.min = 0 // fewer nodes than minDomains, however they are counted
+		}
+		return v
+	}
+	for _, v := range a.views[:a.nviews] {
+		if v.g == g && v.own == own {
+			return v
+		}
+	}
+	for _, v := range a.moreViews {
+		if v.g == g && v.own == own {
+			return v
+		}
+	}
+	v := spreadView{g: g, own: own}
+	counts := g.counts
+	if own {
+		v.domains = s.domainSet(g.lv, a.hard, g.honorAffinity, g.honorTaints, true)
+		if sure, maybe := s.eligibleCounts(g, a.hard); sure != nil {
+			counts, v.counts = sure, maybe
+		}
+	} else {
+		v.domains = s.domainSet(g.lv, a.hard, true, false, false)
+	}
+	v.min = minOver(counts, v.domains)
+	if own && int(g.minDomains) > v.domains.count() {
+		v.min = 0
+	}
+	if a.nviews < len(a.views) {
+		a.views[a.nviews] = v
+		a.nviews++
+	} else {
+		a.moreViews = append(a.moreViews, v)
+	}
+	return v
+}
+
+// domainKey identifies a domain set (see domainSet).
+type domainKey struct {
+	lv                             *level
+	class                          int
+	honorA, honorT, filterExisting bool
+}
+
+// domainSet returns (cached per solve) the domains of lv that count for a pod of
+// class hard: the values of the nodes the pools could launch and of the nodes
+// that exist. Under honorA only nodes its required node affinity selects count,
+// under honorT only nodes whose taints it tolerates; filterExisting applies them
+// to existing nodes too (the view of another pod's constraint counts every
+// existing node). Planned nodes add no domain: each is a candidate of a pool.
+func (s *solver) domainSet(lv *level, hard *podClass, honorA, honorT, filterExisting bool) bitset {
+	k := domainKey{lv, hard.id, honorA, honorT, filterExisting}
+	if d, ok := s.domainSets[k]; ok {
+		return d
+	}
+	n := len(s.zones)
+	if lv.kind == levelLabel {
+		n = len(lv.values)
+	}
+	set := newBitset(n)
+	for _, pool := range s.pools {
+		if pool.unusable != "" || honorT && !tolerated(hard.tolerations, pool.taints, false) {
+			continue
+		}
+		cp := hard.perPool[pool.idx]
+		if honorA && cp.bits == nil {
+			continue // no type matches the class
+		}
+		for z, cs := range pool.cands {
+			if lv.kind == levelZone {
+				if honorA && cp.labelAny[z] || !honorA && len(cs) > 0 {
+					set.set(z)
+				}
+				continue
+			}
+			for i := range cs {
+				if honorA && !bitSet(cp.bits[z], i) {
+					continue
+				}
+				switch v := lv.cand[pool.idx][z][i]; {
+				case v >= 0:
+					set.set(int(v))
+				case honorA && cp.extra[lv.key] != "":
+					set.set(int(s.value(lv, cp.extra[lv.key])))
+				default:
+					for _, c := range lv.chosen[pool.idx] {
+						set.set(int(c))
+					}
+				}
+			}
+		}
+	}
+	for _, nd := range s.nodes {
+		if !nd.existing {
+			continue
+		}
+		d := s.domainOf(lv, nd)
+		if d < 0 || filterExisting && (honorA && !s.eligible(nd, hard) || honorT && !tolerated(hard.tolerations, nd.taints, false)) {
+			continue
+		}
+		if d >= len(set)*64 {
+			set = append(set, make(bitset, d/64+1-len(set))...)
+		}
+		set.set(d)
+	}
+	if s.domainSets == nil {
+		s.domainSets = map[domainKey]bitset{}
+	}
+	s.domainSets[k] = set
+	return set
+}
+
+// eligibleCounts returns a group's matching pods per domain, counting only the
+// nodes its policies include for a pod of class hard; nil when they include
+// every node, whose counts are the group's own. A planned node may still change
+// type to any candidate it is compatible with, so it may become eligible or stop
+// being: sure counts the nodes that are eligible whatever they end as (the
+// minimum compares against those), maybe the nodes that are or may become
+// eligible (a domain's own count), so both stay on the safe side.
+func (s *solver) eligibleCounts(g *topoGroup, hard *podClass) (sure, maybe []int32) {
+	byAffinity := g.honorAffinity && !hard.generic
+	if !byAffinity && !g.honorTaints {
+		return nil, nil
+	}
+	sure, maybe = make([]int32, len(g.counts)), make([]int32, len(g.counts))
+	for _, n := range s.nodes {
+		d := s.domainOf(g.lv, n)
+		if d < 0 || d >= len(sure) || n.gc == nil || n.gc[g.slot] == 0 ||
+			g.honorTaints && !tolerated(hard.tolerations, n.taintsNow(), false) {
+			continue
+		}
+		is, may := true, true
+		if byAffinity {
+			is, may = s.eligibility(n, hard)
+		}
+		if is {
+			sure[d] += n.gc[g.slot]
+		}
+		if may {
+			maybe[d] += n.gc[g.slot]
+		}
+	}
+	return sure, maybe
+}
+
+// eligibility reports whether n's labels satisfy the class's required node
+// affinity whatever type it ends on (is), and whether they do or may (may).
+func (s *solver) eligibility(n *node, cls *podClass) (is, may bool) {
+	now := s.eligible(n, cls)
+	if n.existing {
+		return now, now
+	}
+	cp := cls.perPool[n.pool.idx]
+	if cp.bits == nil {
+		return now, now
+	}
+	all, anyOf := true, false
+	for i, w := range n.compat {
+		b := cp.bits[n.z][i]
+		if w&b != 0 {
+			anyOf = true
+		}
+		if w&^b != 0 {
+			all = false
+		}
+	}
+	// A label the pool will still choose a value for may change what matches.
+	for _, r := range n.pool.custom {
+		if _, set := n.extra[r.Key]; !set && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) > 1 && n.pool.labels[r.Key] == "" {
+			all = false
+		}
+	}
+	return now && all, now || anyOf
+}
+
+// taintsNow are the taints a node has (a planned node its pool's).
+func (n *node) taintsNow() []corev1.Taint {
+	if n.existing {
+		return n.taints
+	}
+	return n.pool.taints
+}
+
+// eligible reports whether a node's labels satisfy the class's required node
+// affinity (taints aside).
+func (s *solver) eligible(n *node, cls *podClass) bool {
+	if cls.generic {
+		return true
+	}
+	l := n.labels
+	if !n.existing {
+		l = n.pool.cands[n.z][n.minIdx].fullLabels()
+		if len(n.extra) > 0 {
+			return s.matchLabels(cls, l, n.extra)
+		}
+	}
+	return s.matchLabels(cls, l, nil)
+}
+
+// zoneMask returns the zones whose zone-level topology admits p.
+func (s *solver) zoneMask(p *podInfo, a *attempt) uint64 {
+	var mask uint64
+	for z := range s.zones {
+		if s.domainOK(p, a, s.topo.zone, z) {
+			mask |= 1 << uint(z)
+		}
+	}
+	return mask
+}
+
+// levelBound reports whether anything binds p at level lv on this attempt: then
+// a node without a domain there cannot be checked and does not take it.
+func (s *solver) levelBound(p *podInfo, a *attempt, lv *level) bool {
+	for _, t := range p.own {
+		if t.g.lv == lv && a.binds(t) {
+			return true
+		}
+	}
+	for _, g := range p.matched {
+		if g.lv == lv && (g.kind == kindAntiAffinity || (a.othersSpread && g.kind == kindSpread && g.hardOwned)) {
+			return true
+		}
+	}
+	return false
+}
+
+// levelMask is the domains of a label level that admit a pod on one attempt.
+type levelMask struct {
+	lv      *level
+	allowed bitset
+	// absent admits a node that does not carry the key: only anti-affinity binds
+	// the pod on the level, and the scheduler applies it only where the key is.
+	absent bool
+}
+
+// labelMasks returns, for each label level that binds p, the domains its
+// topology admits (nil when none binds it).
+func (s *solver) labelMasks(p *podInfo, a *attempt) []levelMask {
+	var out []levelMask
+	for _, lv := range p.levels {
+		if !s.levelBound(p, a, lv) {
+			continue
+		}
+		m := levelMask{lv: lv, allowed: newBitset(len(lv.values)), absent: !s.needsDomain(p, a, lv)}
+		for d := range lv.values {
+			if s.domainOK(p, a, lv, d) {
+				m.allowed.set(d)
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// needsDomain reports whether a node must carry lv's key to take p: its own
+// spread or affinity on lv binds it.
+func (s *solver) needsDomain(p *podInfo, a *attempt, lv *level) bool {
+	for _, t := range p.own {
+		if t.g.lv == lv && a.binds(t) && t.g.kind != kindAntiAffinity {
+			return true
+		}
+	}
+	return false
+}
+
+// labelsOK reports whether node n, on candidate idx (planned nodes), lies in
+// domains a admits on every label level that binds p; a planned node whose
+// pool chooses the value passes when an admitted value is left to choose.
+func (s *solver) labelsOK(n *node, idx int, cls *podClass, a *attempt) bool {
+	for _, m := range a.masks {
+		d := s.labelDomain(m.lv, n, idx)
+		if d < 0 && !n.existing && n.ldom[m.lv.idx] == domUnpinned && len(m.lv.chosen[n.pool.idx]) > 0 {
+			d = s.chooseValue(m.lv, n.pool, cls, n.extra, m.allowed)
+			if d < 0 {
+				return false // a node of the pool always gets one of them
+			}
+		}
+		if !m.admits(d) {
+			return false
+		}
+	}
+	return true
+}
+
+// candOK reports whether a new node of pool on candidate i of zone z lies in
+// domains a admits on every label level that binds p.
+func (s *solver) candOK(pool *poolInfo, z, i int, cls *podClass, a *attempt) bool {
+	for _, m := range a.masks {
+		d := m.lv.cand[pool.idx][z][i]
+		if d < 0 && len(m.lv.chosen[pool.idx]) > 0 {
+			d = s.chooseValue(m.lv, pool, cls, nil, m.allowed)
+			if d < 0 {
+				return false // a node of the pool always gets one of them
+			}
+		}
+		if !m.admits(d) {
+			return false
+		}
+	}
+	return true
+}
+
+// admits reports whether domain d (-1: the node does not carry the key) is
+// admitted.
+func (m *levelMask) admits(d int32) bool {
+	if d < 0 {
+		return m.absent
+	}
+	return m.allowed.has(int(d))
+}
+
+// domainOf is n's domain at level lv, -1 when it has none.
+func (s *solver) domainOf(lv *level, n *node) int {
+	switch lv.kind {
+	case levelHost:
+		return n.id
+	case levelZone:
+		return n.z
+	}
+	return int(s.labelDomain(lv, n, n.minIdx))
+}
+
+// count adds one matching pod on n to each group.
+func (s *solver) count(n *node, gs []*topoGroup) {
+	for _, g := range gs {
+		g.total++
+		if g.lv.kind == levelHost {
+			old := n.hc[g.slot]
+			n.hc[g.slot]++
+			if g.kind == kindSpread {
+				g.histMove(old, old+1)
+			}
+			if old == 0 && g.kind == kindAffinity {
+				g.nodes = append(g.nodes, n)
+			}
+			continue
+		}
+		d := s.domainOf(g.lv, n)
+		if d < 0 {
+			continue
+		}
+		g.counts[d]++
+		if n.gc == nil {
+			n.gc = make([]int32, s.topo.nodeSlots)
+		}
+		n.gc[g.slot]++
+	}
+}
+
+// own records an owner of g's term on n: anti-affinity is symmetric, and other
+// pods' spread constraints bind where their owners are.
+func (s *solver) own(n *node, g *topoGroup) {
+	if g.lv.kind == levelHost {
+		n.ho[g.slot]++
+	} else if d := s.domainOf(g.lv, n); d >= 0 {
+		g.owners[d]++
+	}
+}
