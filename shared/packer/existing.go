@@ -70,6 +70,7 @@ func (s *solver) addExisting() {
 		for _, d := range s.daemonsets {
 			if !listed[d.owner] && s.dsLands(d, n.labels, n.taints) {
 				n.used = n.used.add(d.req)
+				s.reservePorts(n, d.ports)
 			}
 		}
 		if p := s.poolByName(node.Labels[karpenter.NodePoolLabelKey]); p != nil {
@@ -86,6 +87,16 @@ func (s *solver) addExisting() {
 	sort.SliceStable(claims, func(i, j int) bool { return claims[i].Name < claims[j].Name })
 	for _, c := range claims {
 		s.addInFlight(c)
+	}
+}
+
+// reservePorts marks host ports as taken on n.
+func (s *solver) reservePorts(n *node, ports []portKey) {
+	for _, pk := range ports {
+		if n.ports == nil {
+			n.ports = map[portKey]bool{}
+		}
+		n.ports[pk] = true
 	}
 }
 
@@ -155,6 +166,7 @@ func (s *solver) addInFlight(c *karpenter.NodeClaim) {
 	for _, d := range s.daemonsets {
 		if s.dsLands(d, n.labels, n.taints) {
 			n.used = n.used.add(d.req)
+			s.reservePorts(n, d.ports)
 		}
 	}
 	if pool != nil {

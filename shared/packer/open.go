@@ -31,7 +31,8 @@ func (s *solver) openIdx(pool *poolInfo, z, cheapest int, cls *podClass, p *podI
 		}
 		i, c := int(v.i), &cs[v.i]
 		if i <= cheapest || c.price > openSpan*cs[cheapest].price || !p.req.fits(c.avail) ||
-			!s.limitOK(pool, c.cap, true) || !s.roomy(pool, c.cap) || len(a.masks) > 0 && !s.candOK(pool, z, i, cls, a) {
+			!s.limitOK(pool, c.cap, true) || !s.roomy(pool, c.cap) || len(a.masks) > 0 && !s.candOK(pool, z, i, cls, a) ||
+			len(p.ports) > 0 && portsClash(p.ports, c.dsPorts) {
 			continue
 		}
 		return i
@@ -175,8 +176,9 @@ func (s *solver) bestNew(p *podInfo, cls *podClass, a *attempt, zok uint64, rec 
 					rec.reject(pool.idx, stageLimits)
 					continue
 				}
-				if !inZone || len(a.masks) > 0 && !s.candOK(pool, z, i, cls, a) {
-					// The zone's or another level's topology turns the pod away.
+				if !inZone || len(a.masks) > 0 && !s.candOK(pool, z, i, cls, a) || len(p.ports) > 0 && portsClash(p.ports, cs[i].dsPorts) {
+					// The zone's or another level's topology, or a DaemonSet's host
+					// port, turns the pod away.
 					rec.reject(pool.idx, stageTopology)
 					if !inZone {
 						break // walked only to record

@@ -257,7 +257,8 @@ func (s *solver) growIdx(n *node, p *podInfo, cls *podClass, a *attempt) int {
 	cs := n.pool.cands[n.z]
 	bits := cp.bits[n.z]
 	for i := n.minIdx; i < len(cs); i++ {
-		if !bitSet(n.compat, i) || !bitSet(bits, i) || !need.fits(cs[i].avail) || len(a.masks) > 0 && !s.labelsOK(n, i, cls, a) {
+		if !bitSet(n.compat, i) || !bitSet(bits, i) || !need.fits(cs[i].avail) || len(a.masks) > 0 && !s.labelsOK(n, i, cls, a) ||
+			len(p.ports) > 0 && portsClash(p.ports, cs[i].dsPorts) {
 			continue
 		}
 		if s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false) {
@@ -284,11 +285,9 @@ func (s *solver) assign(p *podInfo, n *node, idx int, cls *podClass, a *attempt)
 	n.used = n.used.add(p.req)
 	n.pods = append(n.pods, p)
 	p.placedOn, p.cls = n, cls
-	for _, pk := range p.ports {
-		if n.ports == nil {
-			n.ports = map[portKey]bool{}
-		}
-		n.ports[pk] = true
+	s.reservePorts(n, p.ports)
+	if len(p.ports) > 0 && !n.existing {
+		n.narrowPorts(p.ports)
 	}
 	s.count(n, p.matched)
 	for _, t := range p.own {
@@ -318,12 +317,25 @@ func (n *node) narrow(cls *podClass) {
 	}
 }
 
+// narrowPorts keeps a planned node off the types where a DaemonSet binding one
+// of ports would land.
+func (n *node) narrowPorts(ports []portKey) {
+	for i, c := range n.pool.cands[n.z] {
+		if portsClash(ports, c.dsPorts) {
+			n.compat[i/64] &^= 1 << uint(i%64)
+		}
+	}
+}
+
 // nodeAccepts checks host ports and hostname-level topology for p on n.
 func (s *solver) nodeAccepts(n *node, p *podInfo, a *attempt) bool {
 	for _, pk := range p.ports {
 		if n.ports[pk] {
 			return false
 		}
+	}
+	if len(p.ports) > 0 && !n.existing && portsClash(p.ports, n.pool.cands[n.z][n.minIdx].dsPorts) {
+		return false
 	}
 	return s.domainOK(p, a, s.topo.host, n.id)
 }

@@ -33,6 +33,9 @@ type cand struct {
 	res    *typeRes // allocatable and capacity as resource lists
 	// allocText is the allocatable (res) rendered for the plan, filled on first use.
 	allocText map[string]string
+	// dsPorts are the host ports of the DaemonSets that land on it: a pod binding
+	// one of them cannot run there.
+	dsPorts []portKey
 }
 
 // poolInfo is a NodePool prepared for one solve.
@@ -151,13 +154,14 @@ type dsInfo struct {
 	tol   []corev1.Toleration
 	req   vec
 	owner string
+	ports []portKey // the host ports its pod binds
 }
 
 func (s *solver) buildDaemonSets() {
 	for _, ds := range s.snap.DaemonSets {
 		pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
 		d := &dsInfo{ds: ds, aff: nodeaffinity.GetRequiredNodeAffinity(pod), tol: ds.Spec.Template.Spec.Tolerations,
-			req: s.dims.vec(facts.PodRequests(pod)), owner: ds.Namespace + "/" + ds.Name}
+			req: s.dims.vec(facts.PodRequests(pod)), owner: ds.Namespace + "/" + ds.Name, ports: hostPorts(&ds.Spec.Template.Spec)}
 		d.req[dimPods]++
 		s.daemonsets = append(s.daemonsets, d)
 	}
@@ -269,6 +273,7 @@ func (s *solver) buildCandidates(p *poolInfo) {
 			for _, d := range s.daemonsets {
 				if s.dsLands(d, c.fullLabels(), p.taints) {
 					c.avail = c.avail.sub(d.req)
+					c.dsPorts = append(c.dsPorts, d.ports...)
 				}
 			}
 			if !(vec{}).fits(c.avail) {

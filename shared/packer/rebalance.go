@@ -280,6 +280,9 @@ func (s *solver) refreshCompat(n *node) {
 	n.extra = nil
 	for _, p := range n.pods {
 		n.narrow(p.cls)
+		if len(p.ports) > 0 {
+			n.narrowPorts(p.ports)
+		}
 	}
 	for _, lv := range s.topo.labels {
 		s.applyPin(lv, n)

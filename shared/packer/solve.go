@@ -351,19 +351,7 @@ func (s *solver) preparePods(dimErr error) {
 			p.err = err.Error()
 			continue
 		}
-		for _, cs := range [2][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-			for i := range cs {
-				for _, port := range cs[i].Ports {
-					if port.HostPort > 0 {
-						proto := string(port.Protocol)
-						if proto == "" {
-							proto = hostPortProt
-						}
-						p.ports = append(p.ports, portKey{proto, port.HostPort})
-					}
-				}
-			}
-		}
+		p.ports = hostPorts(&pod.Spec)
 		p.tier = 3
 		for _, t := range p.own {
 			if t.soft {
@@ -421,6 +409,36 @@ func labelLevels(p *podInfo) []*level {
 		add(g.lv)
 	}
 	return out
+}
+
+// hostPorts lists the host ports a pod spec binds (every container's, init
+// containers' too: the engine errs on the side of a clash).
+func hostPorts(spec *corev1.PodSpec) []portKey {
+	var out []portKey
+	for _, cs := range [2][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			for _, port := range cs[i].Ports {
+				if port.HostPort > 0 {
+					proto := string(port.Protocol)
+					if proto == "" {
+						proto = hostPortProt
+					}
+					out = append(out, portKey{proto, port.HostPort})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// portsClash reports whether two host-port lists share a port.
+func portsClash(a, b []portKey) bool {
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *solver) ownTerms(p *podInfo) error {

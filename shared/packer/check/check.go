@@ -662,6 +662,9 @@ func (c *checker) checkOptions(v *nodeView, np *karpenter.NodePool, class string
 		if why := c.fitProblem(probe); why != "" {
 			c.errorf("%s: option %s does not fit the node's pods: %s", name, o, why)
 		}
+		if why := daemonPortClash(probe.daemons, v.placed); why != "" {
+			c.errorf("%s: option %s: %s", name, o, why)
+		}
 		for _, p := range distinct {
 			if ok, _ := c.affinityOf(p).Match(probe.node); !ok {
 				c.errorf("%s: option %s breaks the node affinity of pod %s", name, o, PodKey(p))
@@ -906,6 +909,23 @@ func podHostPorts(p *corev1.Pod) []hostPort {
 	add(p.Spec.Containers, false)
 	add(p.Spec.InitContainers, true)
 	return out
+}
+
+// daemonPortClash names a host port a DaemonSet landing on a node and a pod
+// placed there both bind; "" when there is none.
+func daemonPortClash(daemons []*dsView, placed []*corev1.Pod) string {
+	for _, d := range daemons {
+		for _, a := range podHostPorts(d.pod) {
+			for _, p := range placed {
+				for _, b := range podHostPorts(p) {
+					if a.port == b.port && a.proto == b.proto && (a.ip == b.ip || a.ip == "0.0.0.0" || b.ip == "0.0.0.0") {
+						return fmt.Sprintf("host port %s/%d is bound by DaemonSet %s and pod %s", a.proto, a.port, d.name, PodKey(p))
+					}
+				}
+			}
+		}
+	}
+	return ""
 }
 
 func (c *checker) hostPorts(v *nodeView) {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
@@ -604,4 +606,46 @@ func TestPreferenceWorkload(t *testing.T) {
 	if hi-lo > 1 {
 		t.Errorf("%s pods by zone %v: the ScheduleAnyway spread (maxSkew 1) can be kept", workload.PrefSpread, c)
 	}
+}
+
+// DaemonSet host ports, as Karpenter's provisioning tests ("should account for
+// daemonset hostports") assert them: a type a DaemonSet binding the pod's host
+// port lands on cannot take the pod.
+func TestDaemonSetHostPorts(t *testing.T) {
+	amd := poolOf("default", 0, bothCapacityTypes(), workload.Req(corev1.LabelArchStable, corev1.NodeSelectorOpIn, "amd64"))
+	agent := func(sel podOpt) *appsv1.DaemonSet {
+		return daemonSet("agent", "100m", "128Mi", hostPort(8080), tolerating("", ""), sel)
+	}
+	t.Run("a DaemonSet on every node holds the port: unschedulable, no node", func(t *testing.T) {
+		snap := snapshot(t, []*corev1.Pod{pod("p", "1", "1Gi", hostPort(8080))}, amd)
+		snap.DaemonSets = []*appsv1.DaemonSet{agent(func(*corev1.Pod) {})}
+		s := solve(t, snap)
+		if s.unschedulable("p") == "" || len(s.plan.NewNodes) != 0 {
+			t.Errorf("want p unschedulable and no node:%s", s.dump())
+		}
+	})
+	t.Run("a DaemonSet on some types only: the pod takes another, and the options leave those out", func(t *testing.T) {
+		snap := snapshot(t, []*corev1.Pod{pod("p", "1", "1Gi", hostPort(8080))}, amd)
+		snap.DaemonSets = []*appsv1.DaemonSet{agent(withSelector(corev1.LabelInstanceTypeStable, "m5.large"))}
+		s := solve(t, snap)
+		n := s.expectNode("p", "default", "m5.xlarge", "spot", m5XLargeSpot)
+		if slices.Contains(n.Options, "m5.large") {
+			t.Errorf("options %v include m5.large, where the agent binds 8080", n.Options)
+		}
+	})
+	t.Run("an existing node the DaemonSet will reach is no place for the pod", func(t *testing.T) {
+		snap := snapshot(t, []*corev1.Pod{pod("p", "1", "1Gi", hostPort(8080))}, amd)
+		it, _ := snap.Catalog.Lookup("m5.2xlarge")
+		snap.Nodes = []packer.NodeState{{Node: workload.ExistingNode("node-a", amd, it, catalog.Offering{Zone: "us-east-1a", CapacityType: "on-demand"})}}
+		snap.DaemonSets = []*appsv1.DaemonSet{agent(withSelector(corev1.LabelInstanceTypeStable, "m5.2xlarge"))}
+		s := solve(t, snap)
+		if s.where["default/p"] == "node-a" {
+			t.Errorf("p placed where the agent will bind its port:%s", s.dump())
+		}
+	})
+	t.Run("other ports do not clash", func(t *testing.T) {
+		snap := snapshot(t, []*corev1.Pod{pod("p", "1", "1Gi", hostPort(9090))}, amd)
+		snap.DaemonSets = []*appsv1.DaemonSet{agent(func(*corev1.Pod) {})}
+		solve(t, snap).expectNode("p", "default", "m5.large", "spot", m5LargeSpot)
+	})
 }
