@@ -11,16 +11,15 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Command is one subcommand.
@@ -35,6 +34,9 @@ type Command struct {
 type Set struct {
 	prog string
 	cmds map[string]Command
+
+	mu    sync.Mutex
+	child *os.Process // the RunProgram running, for signals after the first
 }
 
 // NewSet returns an empty set for the program named prog in messages.
@@ -81,9 +83,12 @@ func (s *Set) Usage(w io.Writer) {
 	fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's flags.\n", s.prog)
 }
 
-// Main dispatches os.Args and exits; an interrupt cancels the command's context.
+// Main dispatches os.Args and exits. SIGINT, SIGTERM and SIGHUP cancel the
+// command's context (a service manager, timeout(1) and a closed terminal all
+// stop a command this way, not only Ctrl-C), so it cleans up before it exits;
+// a forwarded command's RunProgram receives every such signal (see Forward).
 func (s *Set) Main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := s.notify(context.Background())
 	code := s.Dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -132,32 +137,17 @@ func (s *Set) forward(ctx context.Context, name string, args []string, stdout, s
 	}
 	cmd := exec.Command(path, append([]string{name}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "%s %s: %v\n", s.prog, name, err)
 		return 1
 	}
-	// An interrupt from a terminal reaches both processes; one sent to this
-	// process alone is passed on, so the command still cleans up after itself.
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = cmd.Process.Signal(os.Interrupt)
-		case <-done:
-		}
-	}()
+	stopForwarding := s.forwardSignals(ctx, cmd.Process)
 	err = cmd.Wait()
-	close(done)
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &exit) && exit.ExitCode() >= 0:
-		return exit.ExitCode()
-	default:
+	stopForwarding()
+	return exitCode(err, func(err error) {
 		fmt.Fprintf(stderr, "%s %s: %s: %v\n", s.prog, name, path, err)
-		return 1
-	}
+	})
 }
 
 // findRunProgram looks for RunProgram at $JOINER_RUN, then beside this
