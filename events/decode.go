@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/joiner-autoscaler/joiner/shared/jsonerr"
 )
 
 // ErrMalformed is wrapped by every error Decode returns, so callers can tell bad input
@@ -88,7 +90,7 @@ func Decode(raw []byte) (Event, error) {
 	}
 	var w wireEnvelope
 	if err := json.Unmarshal(trimmed, &w); err != nil {
-		return nil, &DecodeError{Err: fmt.Errorf("envelope: %v", describeJSONError(err))}
+		return nil, &DecodeError{Err: fmt.Errorf("envelope: %v", jsonerr.Describe(nil, err))}
 	}
 	fail := func(err error) (Event, error) {
 		return nil, &DecodeError{Source: w.Source, DetailType: w.DetailType, ID: w.ID, Err: err}
@@ -140,19 +142,9 @@ func unmarshalDetail(raw json.RawMessage, v any) error {
 		return fmt.Errorf("detail is %s, not an object", truncate(string(raw), 40))
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("detail: %v", describeJSONError(err))
+		return fmt.Errorf("detail: %v", jsonerr.Describe(nil, err))
 	}
 	return nil
-}
-
-// describeJSONError adds the byte offset to a syntax error, whose message alone does not
-// say where the input broke; type errors already name their field.
-func describeJSONError(err error) error {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, se)
-	}
-	return err
 }
 
 // Scope holds what a function knows about where it runs, to turn events that belong

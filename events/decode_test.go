@@ -355,7 +355,13 @@ func TestPendingPodsRejectsBadPodOnly(t *testing.T) {
 	pods := m["detail"].(map[string]any)["pods"].([]any)
 	pods[0].(map[string]any)["containers"] = []any{map[string]any{"name": "c", "requests": map[string]any{"cpu": "lots"}}}
 	delete(pods[1].(map[string]any), "uid")
-	pods = append(pods, "not a pod", map[string]any{"namespace": "a", "name": "neg", "uid": "u", "requests": map[string]any{"memory": "-1Gi"}})
+	pods = append(pods, "not a pod", map[string]any{"namespace": "a", "name": "neg", "uid": "u", "requests": map[string]any{"memory": "-1Gi"}},
+		// Past int64 in the engine's units: these read as 0 or wrapped negative.
+		map[string]any{"namespace": "a", "name": "wraps", "uid": "u", "containers": []any{
+			map[string]any{"name": "c", "requests": map[string]any{"cpu": "9300000000000000"}}}},
+		map[string]any{"namespace": "a", "name": "huge", "uid": "u", "initContainers": []any{
+			map[string]any{"name": "i", "requests": map[string]any{"memory": "1e400"}}}},
+		map[string]any{"namespace": "a", "name": "big", "uid": "u", "overhead": map[string]any{"cpu": "1e18"}})
 	m["detail"].(map[string]any)["pods"] = pods
 	raw, _ := json.Marshal(m)
 	ev := mustDecode(t, raw).(*PendingPods)
@@ -370,7 +376,10 @@ func TestPendingPodsRejectsBadPodOnly(t *testing.T) {
 		{0, "coredns-5d78c9869d-x7k2p", "quantities must match"},
 		{1, "heavy-app-7c9d8b6f4-2xq9z", "uid is missing"},
 		{3, "", "not an object"},
-		{4, "neg", "requests.memory is negative"},
+		{4, "neg", "requests.memory: must not be negative, got -1Gi"},
+		{5, "wraps", "containers[0].requests.cpu: 9300T is out of range"},
+		{6, "huge", "initContainers[0].requests.memory: 10e399 is out of range"},
+		{7, "big", "overhead.cpu: 1e18 is out of range"},
 	}
 	if len(ev.Rejected) != len(want) {
 		t.Fatalf("rejected %+v", ev.Rejected)

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/joiner-autoscaler/joiner/shared/facts"
+	"github.com/joiner-autoscaler/joiner/shared/jsonerr"
+	"github.com/joiner-autoscaler/joiner/shared/quantity"
 )
 
 // PendingPodsSchemaVersion is the schema version of the Pending Pods detail this
@@ -237,7 +239,7 @@ func decodePendingPod(raw json.RawMessage) (PendingPod, error) {
 	if err := json.Unmarshal(raw, &p); err != nil {
 		var id podIdentity
 		_ = json.Unmarshal(raw, &id) // best effort, only to name the rejected pod
-		return PendingPod{Namespace: id.Namespace, Name: id.Name}, describeJSONError(err)
+		return PendingPod{Namespace: id.Namespace, Name: id.Name}, jsonerr.Describe(nil, err)
 	}
 	if err := p.Validate(); err != nil {
 		return p, err
@@ -258,10 +260,8 @@ func (p *PendingPod) Validate() error {
 		errs = append(errs, errors.New("uid is missing"))
 	}
 	checkList := func(field string, l corev1.ResourceList) {
-		for name, q := range l {
-			if q.Sign() < 0 {
-				errs = append(errs, fmt.Errorf("%s.%s is negative (%s)", field, name, q.String()))
-			}
+		for _, p := range quantity.List(l) {
+			errs = append(errs, fmt.Errorf("%s.%s: %s", field, p.Name, p.Message))
 		}
 	}
 	checkList("requests", p.Requests)

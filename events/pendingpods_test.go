@@ -93,7 +93,7 @@ func TestValidatePendingPod(t *testing.T) {
 	if err == nil {
 		t.Fatal("invalid pod accepted")
 	}
-	for _, want := range []string{"namespace is missing", "name is missing", "uid is missing", "overhead.cpu is negative", `restartPolicy "Never"`} {
+	for _, want := range []string{"namespace is missing", "name is missing", "uid is missing", "overhead.cpu: must not be negative", `restartPolicy "Never"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

@@ -68,7 +68,13 @@ func TestHandlerAddsPendingAndDropsTheRest(t *testing.T) {
 	bad := unschedulable("bad")
 	bad.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-1")}}}}
-	h.observe(bad)                // skipped with a warning, never a crash
+	h.observe(bad) // skipped with a warning, never a crash
+	// The API server bounds no quantity: one past the engine's int64 arithmetic is
+	// refused here too, rather than sent to read as 0 cores.
+	huge := unschedulable("huge")
+	huge.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1e18")}}}}
+	h.observe(huge)
 	h.observe("not a pod")        // likewise
 	h.observe((*corev1.Pod)(nil)) // a nil pod must not stop the watch
 	bound := unschedulable("b")
@@ -83,7 +89,7 @@ func TestHandlerAddsPendingAndDropsTheRest(t *testing.T) {
 	if len(got) != 1 || got[0].Name != "c" {
 		t.Fatalf("batch = %v, want [c]", names(got))
 	}
-	for _, want := range []string{`"pod":"default/bad"`, "containers[0].requests.cpu is negative", "not a pod"} {
+	for _, want := range []string{`"pod":"default/bad"`, "containers[0].requests.cpu: must not be negative", `"pod":"default/huge"`, "containers[0].requests.cpu: 1e18 is out of range", "not a pod"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("logs lack %q:\n%s", want, logs.String())
 		}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/joiner-autoscaler/joiner/shared/jsonerr"
 )
 
 // DefaultClusterName is the cluster of DefaultSeed when no other is named.
@@ -87,7 +89,7 @@ func LoadSeed(path string) (*Seed, error) {
 	dec.DisallowUnknownFields()
 	var s Seed
 	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("awssim: state file %s: %w", path, err)
+		return nil, fmt.Errorf("awssim: state file %s: %w", path, jsonerr.Describe(nil, err))
 	}
 	return &s, nil
 }

@@ -36,7 +36,9 @@ import (
 
 	jsoniter "github.com/json-iterator/go"
 
+	"github.com/joiner-autoscaler/joiner/shared/jsonerr"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/quantity"
 )
 
 // Catalog is the JSON document `joiner catalog -o json` writes and `--catalog` reads.
@@ -222,7 +224,7 @@ func decodeSlow(data []byte) (*Catalog, error) {
 		InstanceTypes []json.RawMessage `json:"instanceTypes"`
 	}
 	if err := strictUnmarshal(data, &doc); err != nil {
-		return nil, describeJSONError(data, err)
+		return nil, jsonerr.Describe(data, err)
 	}
 	c := &Catalog{Notes: doc.Notes, Source: doc.Source}
 	var problems []error
@@ -241,7 +243,7 @@ func decodeSlow(data []byte) (*Catalog, error) {
 				Name string `json:"name"`
 			}
 			_ = json.Unmarshal(raw, &named)
-			problems = append(problems, fmt.Errorf("%s: %w", itemPath(i, named.Name), describeJSONError(raw, err)))
+			problems = append(problems, fmt.Errorf("%s: %w", itemPath(i, named.Name), jsonerr.Describe(raw, err)))
 		}
 	}
 	if len(problems) > 0 {
@@ -277,42 +279,6 @@ func strictUnmarshal(data []byte, v any) error {
 	return nil
 }
 
-// describeJSONError turns encoding/json's errors into ones that say where.
-func describeJSONError(data []byte, err error) error {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		// Offset counts the offending byte as read; point at that byte.
-		line, col := lineCol(data, max(syn.Offset-1, 0))
-		return fmt.Errorf("invalid JSON at line %d, column %d: %v", line, col, syn)
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			field = "(document)"
-		}
-		return fmt.Errorf("%s: expected %s, got JSON %s", field, typ.Type, typ.Value)
-	case errors.Is(err, io.EOF):
-		return errors.New("empty document")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return errors.New("invalid JSON: unexpected end of input")
-	}
-	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
-		return fmt.Errorf("unknown field %s", strings.TrimPrefix(msg, "json: unknown field "))
-	}
-	return err
-}
-
-func lineCol(data []byte, offset int64) (line, col int) {
-	if offset > int64(len(data)) {
-		offset = int64(len(data))
-	}
-	before := data[:offset]
-	line = bytes.Count(before, []byte("\n")) + 1
-	col = int(offset) - bytes.LastIndexByte(before, '\n')
-	return line, col
-}
-
 func itemPath(i int, name string) string {
 	if name == "" {
 		return fmt.Sprintf("instanceTypes[%d]", i)
@@ -330,8 +296,9 @@ func prefixLines(prefix string, err error) error {
 
 // Validate reports every problem in the catalog, one per line, each naming its
 // field path. It checks what the engine relies on: known architecture and
-// capacity types, positive vCPU/memory/pods, non-negative prices and counts,
-// unique instance-type names and unique (zone, capacity type) offerings.
+// capacity types, positive vCPU/memory/pods, prices PriceProblem accepts, counts
+// within the engine's int64 arithmetic, unique instance-type names and unique
+// (zone, capacity type) offerings.
 func (c *Catalog) Validate() error {
 	var problems []error
 	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
@@ -370,6 +337,24 @@ func (c *Catalog) Validate() error {
 		}
 		if it.MaxPods <= 0 {
 			add("%s: maxPods: must be positive, got %d", p, it.MaxPods)
+		}
+		// The engine counts millicores and bytes in int64 (see shared/quantity).
+		atMost := func(field string, v, limit int64) {
+			if v > limit {
+				add("%s: %s: %d is out of range: at most %d", p, field, v, limit)
+			}
+		}
+		atMost("vcpu", int64(it.VCPU), quantity.Max/1000)
+		atMost("memoryMiB", it.MemoryMiB, quantity.Max>>20)
+		atMost("maxPods", int64(it.MaxPods), quantity.Max)
+		if g := it.GPU; g != nil {
+			atMost("gpu.count", int64(g.Count), quantity.Max)
+			atMost("gpu.memoryMiB", g.MemoryMiB, quantity.Max>>20)
+		}
+		if a := it.Accelerator; a != nil {
+			atMost("accelerator.count", int64(a.Count), quantity.Max)
+			atMost("accelerator.coresPerDevice", int64(a.CoresPerDevice), quantity.Max/max(int64(a.Count), 1))
+			atMost("accelerator.memoryMiB", a.MemoryMiB, quantity.Max>>20)
 		}
 		if g := it.GPU; g != nil {
 			if g.Count < 0 {
@@ -422,8 +407,8 @@ func (c *Catalog) Validate() error {
 				add("%s.capacityType: unknown capacity type %q (want %s, %s or %s)", op, o.CapacityType,
 					karpenter.CapacityTypeOnDemand, karpenter.CapacityTypeSpot, karpenter.CapacityTypeReserved)
 			}
-			if o.PricePerHour < 0 || math.IsNaN(o.PricePerHour) || math.IsInf(o.PricePerHour, 0) {
-				add("%s.pricePerHour: must be a non-negative number, got %v", op, o.PricePerHour)
+			if msg := PriceProblem(o.PricePerHour); msg != "" {
+				add("%s.pricePerHour: %s", op, msg)
 			}
 			k := key{o.Zone, o.CapacityType}
 			if prev, dup := offered[k]; dup && o.Zone != "" {
@@ -434,6 +419,26 @@ func (c *Catalog) Validate() error {
 		}
 	}
 	return errors.Join(problems...)
+}
+
+// MaxPricePerHour bounds an offering's price. The most expensive EC2 instance
+// lists at about $400 an hour; a price far past that is a typo or a unit mistake,
+// and one past float64's range would make every cost comparison meaningless.
+const MaxPricePerHour = 10000
+
+// PriceProblem says what is wrong with an offering's price in USD per hour, or ""
+// when it is usable. Zero is refused with the rest: it is what a missing
+// pricePerHour reads as, and a free offering would win every comparison.
+func PriceProblem(p float64) string {
+	switch {
+	case math.IsNaN(p) || math.IsInf(p, 0):
+		return fmt.Sprintf("must be a finite number, got %v", p)
+	case p <= 0:
+		return fmt.Sprintf("required: a positive price in USD per hour, such as 0.096 (got %v; a missing price reads as 0)", p)
+	case p > MaxPricePerHour:
+		return fmt.Sprintf("%v is out of range: at most %d USD per hour", p, MaxPricePerHour)
+	}
+	return ""
 }
 
 // lazyPath formats a field path only when printed (via %s).
@@ -521,15 +526,15 @@ type PriceFunc func(instanceType, zone, capacityType string) (float64, bool)
 
 // WithPrices returns a copy of the catalog in which every offering that price
 // knows gets that price and loses its Estimate flag; the others keep theirs.
-// Prices that are negative or not finite are ignored, so a bad feed cannot make
-// the catalog invalid.
+// Prices PriceProblem refuses are ignored, so a bad feed cannot make the catalog
+// invalid.
 func (c *Catalog) WithPrices(price PriceFunc) *Catalog {
 	out := c.Clone()
 	for i := range out.InstanceTypes {
 		it := &out.InstanceTypes[i]
 		for j := range it.Offerings {
 			o := &it.Offerings[j]
-			if p, ok := price(it.Name, o.Zone, o.CapacityType); ok && p >= 0 && !math.IsNaN(p) && !math.IsInf(p, 0) {
+			if p, ok := price(it.Name, o.Zone, o.CapacityType); ok && PriceProblem(p) == "" {
 				o.PricePerHour = p
 				o.Estimate = false
 			}

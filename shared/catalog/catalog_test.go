@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -300,7 +301,13 @@ func TestLoadErrors(t *testing.T) {
 		{"zero vcpu", doc(with(`"vcpu":2`, `"vcpu":0`)), []string{`instanceTypes[0] (a.large): vcpu: must be positive, got 0`}},
 		{"zero memory", doc(with(`"memoryMiB":4096`, `"memoryMiB":0`)), []string{`memoryMiB: must be positive`}},
 		{"zero pods", doc(with(`"maxPods":29`, `"maxPods":0`)), []string{`maxPods: must be positive`}},
-		{"negative price", doc(with(`0.1`, `-1`)), []string{`instanceTypes[0] (a.large): offerings[0].pricePerHour: must be a non-negative number, got -1`}},
+		{"negative price", doc(with(`0.1`, `-1`)), []string{`instanceTypes[0] (a.large): offerings[0].pricePerHour: required: a positive price in USD per hour, such as 0.096 (got -1`}},
+		// A missing price read as $0 and won every comparison.
+		{"missing price", doc(with(`"pricePerHour":0.1,`, ``)), []string{`offerings[0].pricePerHour: required: a positive price in USD per hour, such as 0.096 (got 0; a missing price reads as 0)`}},
+		{"zero price", doc(with(`0.1`, `0`)), []string{`offerings[0].pricePerHour: required: a positive price`}},
+		{"absurd price", doc(with(`0.1`, `1e308`)), []string{`offerings[0].pricePerHour: 1e+308 is out of range: at most 10000 USD per hour`}},
+		{"vcpu past the engine's arithmetic", doc(with(`"vcpu":2`, `"vcpu":9300000000000000`)), []string{`vcpu: 9300000000000000 is out of range: at most 9007199254740`}},
+		{"memory past the engine's arithmetic", doc(with(`"memoryMiB":4096`, `"memoryMiB":9000000000000`)), []string{`memoryMiB: 9000000000000 is out of range: at most 8589934592`}},
 		{"duplicate names", doc(validType, validType), []string{`instanceTypes[1] (a.large): name: duplicates instanceTypes[0]`}},
 		{"unknown capacity type", doc(with(`"on-demand"`, `"preemptible"`)), []string{`offerings[0].capacityType: unknown capacity type "preemptible"`}},
 		{"duplicate offering", doc(with(`"available":true}]`, `"available":true},{"zone":"z1a","capacityType":"on-demand","pricePerHour":0.2,"available":true}]`)), []string{`offerings[1]: duplicates offerings[0] (z1a on-demand)`}},
@@ -310,7 +317,10 @@ func TestLoadErrors(t *testing.T) {
 		{"negative gpu count", doc(with(`"maxPods":29`, `"maxPods":29,"gpu":{"count":-1,"name":"l4","manufacturer":"nvidia"}`)), []string{`gpu.count: must not be negative, got -1`}},
 		{"accelerator count", doc(with(`"maxPods":29`, `"maxPods":29,"accelerator":{"count":0,"name":"inferentia2","manufacturer":"aws"}`)), []string{`accelerator.count: must be positive, got 0`}},
 		{"unknown field", doc(with(`"maxPods":29`, `"maxPods":29,"memoryGiB":4`)), []string{`instanceTypes[0] (a.large): unknown field "memoryGiB"`}},
-		{"wrong type", doc(with(`"vcpu":2`, `"vcpu":"two"`)), []string{`instanceTypes[0] (a.large): vcpu: expected int, got JSON string`}},
+		{"wrong type", doc(with(`"vcpu":2`, `"vcpu":"two"`)), []string{`instanceTypes[0] (a.large): vcpu: want a whole number from -9223372036854775808 to 9223372036854775807, got a string`}},
+		// encoding/json's own words named the Go type (struct { Region *string ... }).
+		{"a list, not a catalog", `[]`, []string{`the document: want an object, got a list`}},
+		{"offerings as an object", doc(with(`"offerings":[{"zone":"z1a","capacityType":"on-demand","pricePerHour":0.1,"available":true}]`, `"offerings":{}`)), []string{`instanceTypes[0] (a.large): offerings: want a list, got an object`}},
 		{"missing region", `{"instanceTypes":[` + validType + `]}`, []string{`region: required`}},
 		{"no types", `{"region":"r","instanceTypes":[]}`, []string{`instanceTypes: at least one instance type is required`}},
 		{"types missing", `{"region":"r"}`, []string{`instanceTypes: required`}},
@@ -443,6 +453,17 @@ func BenchmarkDecodeEmbedded(b *testing.B) {
 	for b.Loop() {
 		if _, err := Decode(data); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// Prices that JSON cannot carry (NaN, infinities) can still reach New from code.
+func TestNewRefusesPricesThatAreNotFinite(t *testing.T) {
+	for _, p := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		_, err := New("r", []InstanceType{{Name: "a.large", Arch: ArchAMD64, VCPU: 2, MemoryMiB: 4096, MaxPods: 29,
+			Offerings: []Offering{{Zone: "z", CapacityType: "on-demand", PricePerHour: p, Available: true}}}})
+		if err == nil || !strings.Contains(err.Error(), "offerings[0].pricePerHour: must be a finite number") {
+			t.Errorf("price %v: error %v", p, err)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/amifamily"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/quantity"
 )
 
 // Capacity and allocatable follow Karpenter's AWS provider exactly
@@ -91,8 +93,8 @@ func (o Overhead) Validate() error {
 			if err != nil {
 				return fmt.Errorf("kubelet.%s[%s]: %q is not a quantity", m.field, key, v)
 			}
-			if q.Sign() < 0 {
-				return fmt.Errorf("kubelet.%s[%s]: must not be negative, got %s", m.field, key, v)
+			if msg := quantity.Problem(corev1.ResourceName(key), q); msg != "" {
+				return fmt.Errorf("kubelet.%s[%s]: %s", m.field, key, msg)
 			}
 		}
 	}
@@ -348,8 +350,8 @@ func evictionSignal(capacity resource.Quantity, v string) (resource.Quantity, er
 	if err != nil {
 		return resource.Quantity{}, fmt.Errorf("%q is neither a quantity nor a percentage", v)
 	}
-	if q.Sign() < 0 {
-		return resource.Quantity{}, fmt.Errorf("must not be negative, got %s", v)
+	if msg := quantity.Problem(corev1.ResourceMemory, q); msg != "" {
+		return resource.Quantity{}, errors.New(msg)
 	}
 	return q, nil
 }
@@ -367,7 +369,7 @@ func SystemReserved(o Overhead) corev1.ResourceList {
 // what is there. Invalid ones are Validate's to report.
 func mergeQuantities(rl corev1.ResourceList, m map[string]string) {
 	for k, v := range m {
-		if q, err := resource.ParseQuantity(v); err == nil && q.Sign() >= 0 {
+		if q, err := resource.ParseQuantity(v); err == nil && quantity.Problem(corev1.ResourceName(k), q) == "" {
 			rl[corev1.ResourceName(k)] = q
 		}
 	}

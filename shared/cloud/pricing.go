@@ -197,8 +197,8 @@ func (p *Provider) LiveCatalog(ctx context.Context, zones []string) (*catalog.Ca
 						o.PricePerHour, o.Estimate, priced = bo.PricePerHour, true, true
 					}
 				}
-				if !priced {
-					continue
+				if !priced || catalog.PriceProblem(o.PricePerHour) != "" {
+					continue // a zero or absurd price from a feed is no price
 				}
 				if p.unavailable.IsUnavailable(it.Name, zone, ct) {
 					o.Available = false

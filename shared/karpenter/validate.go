@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/validate/content"
+
+	"github.com/joiner-autoscaler/joiner/shared/quantity"
 )
 
 // Limits from Karpenter's v1 CRDs.
@@ -74,10 +76,8 @@ func (nc *NodeClaim) Validate() []Problem {
 	validateTaints(&ps, "spec.startupTaints", nc.Spec.StartupTaints)
 	validateRequirements(&ps, "spec.requirements", nc.Spec.Requirements, true)
 	validateNodeClassRef(&ps, "spec.nodeClassRef", nc.Spec.NodeClassRef)
-	for name, q := range nc.Spec.Resources.Requests {
-		if q.Sign() < 0 {
-			ps.errorf(key("spec.resources.requests", string(name)), "must not be negative")
-		}
+	for _, p := range quantity.List(nc.Spec.Resources.Requests) {
+		ps.errorf(key("spec.resources.requests", string(p.Name)), "%s", p.Message)
 	}
 	return ps.list
 }
@@ -312,8 +312,8 @@ func validateDisruption(ps *problems, d *Disruption) {
 func validateLimits(ps *problems, path string, limits corev1.ResourceList) {
 	for _, name := range sortedKeys(limits) {
 		q := limits[name]
-		if q.Sign() < 0 {
-			ps.errorf(key(path, string(name)), "limit %s must not be negative; write a quantity such as \"1000\" or 1000Gi", q.String())
+		if msg := quantity.Problem(name, q); msg != "" {
+			ps.errorf(key(path, string(name)), "limit %s; write a quantity such as \"1000\" or 1000Gi, or leave the resource out for no limit", msg)
 		}
 	}
 }
@@ -603,8 +603,10 @@ func validateKubelet(ps *problems, k *KubeletConfiguration) {
 			if !contains(reservedResource, name) {
 				ps.errorf(p, "unknown resource %q: write cpu, memory, ephemeral-storage or pid", name)
 			}
-			if q, err := resource.ParseQuantity(m[name]); err != nil || q.Sign() < 0 {
+			if q, err := resource.ParseQuantity(m[name]); err != nil {
 				ps.errorf(p, "invalid quantity %q: write a non-negative quantity such as 100m or 1Gi", m[name])
+			} else if msg := quantity.Problem(corev1.ResourceName(name), q); msg != "" {
+				ps.errorf(p, "%s", msg)
 			}
 		}
 	}

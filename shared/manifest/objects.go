@@ -7,8 +7,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
+	fieldpath "k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
@@ -241,6 +245,49 @@ func (o *objCtx) meta(kind string, m *metav1.ObjectMeta, namespaced bool) {
 		o.warnf("metadata.namespace", "%s is cluster-scoped; namespace %q is ignored (delete it)", kind, m.Namespace)
 		m.Namespace = ""
 	}
+	// The API server's own rules (apimachinery's validation): a name or label it
+	// would refuse must not plan here as if the object existed.
+	if m.Name != "" && kind != karpenter.NodePoolKind && kind != karpenter.NodeClassKind && kind != karpenter.NodeClaimKind {
+		for _, msg := range apivalidation.NameIsDNSSubdomain(m.Name, false) {
+			o.errorf("metadata.name", "invalid name %q: %s", clip(m.Name), msg)
+		}
+	}
+	if namespaced {
+		for _, msg := range apivalidation.ValidateNamespaceName(m.Namespace, false) {
+			o.errorf("metadata.namespace", "invalid namespace %q: %s", clip(m.Namespace), msg)
+		}
+	}
+	o.checkMeta("metadata", m)
+}
+
+// checkMeta reports labels and annotations the API server would refuse, under path
+// (metadata, or spec.template.metadata for the pods a workload makes).
+func (o *objCtx) checkMeta(path string, m *metav1.ObjectMeta) {
+	for _, k := range sortedKeys(m.Labels) {
+		p := karpenter.MapKeyPath(path+".labels", k)
+		for _, e := range metav1validation.ValidateLabelName(k, fieldpath.NewPath(p)) {
+			o.errorf(p, "invalid label key %q: %s", clip(k), e.Detail)
+		}
+		for _, msg := range content.IsLabelValue(m.Labels[k]) {
+			o.errorf(p, "invalid label value %q: %s", clip(m.Labels[k]), msg)
+		}
+	}
+	for _, e := range apivalidation.ValidateAnnotations(m.Annotations, fieldpath.NewPath(path).Child("annotations")) {
+		if s, ok := e.BadValue.(string); ok {
+			o.errorf(e.Field, "%q: %s", clip(s), e.Detail)
+		} else {
+			o.errorf(e.Field, "%s", e.Detail)
+		}
+	}
+}
+
+// clip shortens a value quoted in a message: a 100,000-character label is the
+// problem, not something to print.
+func clip(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return s[:77] + "..."
 }
 
 // keep records an object defined once, reporting a duplicate otherwise. It returns
@@ -353,6 +400,8 @@ func (d *docCtx) node(o *objCtx, obj map[string]any) {
 	n := decodeTyped[corev1.Node](o, obj, nil, false)
 	o.meta("Node", &n.ObjectMeta, false)
 	validateTaintsCore(o, "spec.taints", n.Spec.Taints)
+	checkQuantities(o, "status.capacity", n.Status.Capacity)
+	checkQuantities(o, "status.allocatable", n.Status.Allocatable)
 	d.later(func() {
 		if o.keep("Node", "", n.Name) {
 			d.b.Nodes = append(d.b.Nodes, n)
@@ -379,6 +428,7 @@ func (d *docCtx) daemonSet(o *objCtx, obj map[string]any) {
 	ds := decodeTyped[appsv1.DaemonSet](o, obj, nil, false)
 	o.meta("DaemonSet", &ds.ObjectMeta, true)
 	checkSelector(o, ds.Spec.Selector, ds.Spec.Template.Labels, true)
+	o.checkMeta("spec.template.metadata", &ds.Spec.Template.ObjectMeta)
 	validatePodSpec(o, "spec.template.spec", &ds.Spec.Template.Spec)
 	d.later(func() {
 		if o.keep("DaemonSet", ds.Namespace, ds.Name) {

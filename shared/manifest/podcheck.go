@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/quantity"
 )
 
 // The pod checks cover what the packer reads: containers and their requests,
@@ -27,9 +28,6 @@ func validatePodSpec(o *objCtx, path string, spec *corev1.PodSpec) {
 			}
 			for _, name := range sortedResourceNames(c.Resources.Requests) {
 				req := c.Resources.Requests[name]
-				if req.Sign() < 0 {
-					o.errorf(karpenter.MapKeyPath(p+".resources.requests", string(name)), "must not be negative")
-				}
 				if lim, ok := c.Resources.Limits[name]; ok && req.Cmp(lim) > 0 {
 					o.errorf(karpenter.MapKeyPath(p+".resources.requests", string(name)), "request %s is above the limit %s; a request may not exceed its limit", req.String(), lim.String())
 				}
@@ -38,6 +36,13 @@ func validatePodSpec(o *objCtx, path string, spec *corev1.PodSpec) {
 	}
 	checkContainers("initContainers", spec.InitContainers)
 	checkContainers("containers", spec.Containers)
+	quantity.PodSpec(spec, func(field string, name corev1.ResourceName, msg string) {
+		if field == "" {
+			o.errorf(path, "%s: %s", name, msg)
+			return
+		}
+		o.errorf(karpenter.MapKeyPath(path+"."+field, string(name)), "%s", msg)
+	})
 	for _, k := range sortedKeys(spec.NodeSelector) {
 		p := karpenter.MapKeyPath(path+".nodeSelector", k)
 		for _, msg := range content.IsLabelKey(k) {
@@ -98,6 +103,13 @@ func validatePodSpec(o *objCtx, path string, spec *corev1.PodSpec) {
 		default:
 			o.errorf(p+".whenUnsatisfiable", "unknown whenUnsatisfiable %q: write DoNotSchedule or ScheduleAnyway", c.WhenUnsatisfiable)
 		}
+	}
+}
+
+// checkQuantities reports the entries of l that are negative or out of range.
+func checkQuantities(o *objCtx, path string, l corev1.ResourceList) {
+	for _, p := range quantity.List(l) {
+		o.errorf(karpenter.MapKeyPath(path, string(p.Name)), "%s", p.Message)
 	}
 }
 

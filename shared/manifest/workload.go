@@ -50,6 +50,7 @@ func (d *docCtx) workload(o *objCtx, obj map[string]any, kind string) {
 		o.errorf(countField, "must not be negative")
 	}
 	checkSelector(o, sel, tmpl.Labels, selRequired)
+	o.checkMeta("spec.template.metadata", &tmpl.ObjectMeta)
 	validatePodSpec(o, "spec.template.spec", &tmpl.Spec)
 	// Expanding is most of the work on large inputs: do it here, off the bundle,
 	// when the object is fine so far and the pods it makes fit in what all the

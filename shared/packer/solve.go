@@ -12,6 +12,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/quantity"
 )
 
 // Options tunes a solve.
@@ -159,6 +160,9 @@ type solver struct {
 	valueOrder map[valueKey][]valued
 	// optionBlock backs the new nodes' option lists (see optionSpace).
 	optionBlock []string
+	// checkedContainers is the container list last found in range (quantityProblem).
+	checkedContainers *corev1.Container
+	checkedLen        int
 }
 
 // Solve plans the snapshot. It never fails as a whole: a pod that cannot be
@@ -343,6 +347,13 @@ func (s *solver) preparePods(dimErr error) {
 			p.err = dimErr.Error()
 			continue
 		}
+		// The decoders refuse quantities the vectors cannot hold; pods that reach
+		// the engine another way (read from the API server) are held to the same
+		// rule here rather than packed as if they asked for nothing.
+		if msg := s.quantityProblem(pod); msg != "" {
+			p.err = msg
+			continue
+		}
 		p.req = s.podVec(pod)
 		p.req[dimPods] = 1
 		p.prefs = hasPreferences(pod)
@@ -499,6 +510,21 @@ func requiresNodes(pod *corev1.Pod) bool {
 	return len(pod.Spec.NodeSelector) > 0 ||
 		a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil &&
 			len(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) > 0
+}
+
+// quantityProblem is quantity.PodProblem, checked once per pod template: replicas
+// of a workload share their containers.
+func (s *solver) quantityProblem(pod *corev1.Pod) string {
+	plain := len(pod.Spec.Containers) > 0 && len(pod.Spec.InitContainers) == 0 && pod.Spec.Overhead == nil && pod.Spec.Resources == nil
+	cs := pod.Spec.Containers
+	if plain && &cs[0] == s.checkedContainers && len(cs) == s.checkedLen {
+		return ""
+	}
+	msg := quantity.PodProblem(pod)
+	if plain && msg == "" {
+		s.checkedContainers, s.checkedLen = &cs[0], len(cs)
+	}
+	return msg
 }
 
 // podVec is facts.PodRequests as a vector. Most pods have only app containers
