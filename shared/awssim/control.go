@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
+
+	"github.com/joiner-autoscaler/joiner/shared/jsonerr"
 )
 
 // FaultScript is the body of POST /_sim/faults: everything a test or an
@@ -31,18 +34,27 @@ type FaultScriptResult struct {
 	Faults []Fault           `json:"faults"`
 }
 
-// ApplyFaults runs a fault script; it stops at the first invalid entry.
-func (s *Sim) ApplyFaults(fs FaultScript) (FaultScriptResult, error) {
-	var res FaultScriptResult
-	for _, f := range fs.Faults {
+// Validate reports the first entry of the script that cannot be applied, naming
+// it (faults[2].rate, spotPrices[0].price).
+func (fs FaultScript) Validate() error {
+	for i, f := range fs.Faults {
 		if err := f.validate(); err != nil {
-			return res, err
+			return fmt.Errorf("faults[%d]: %w", i, err)
 		}
 	}
-	for _, p := range fs.SpotPrices {
-		if p.Price <= 0 {
-			return res, fmt.Errorf("awssim: spot price of %s in %s must be positive", p.InstanceType, p.Zone)
+	for i, p := range fs.SpotPrices {
+		if !(p.Price > 0) || math.IsInf(p.Price, 0) {
+			return fmt.Errorf("spotPrices[%d].price: the spot price of %s in %s must be a positive number, got %v", i, p.InstanceType, p.Zone, p.Price)
 		}
+	}
+	return nil
+}
+
+// ApplyFaults runs a fault script; it applies nothing when an entry is invalid.
+func (s *Sim) ApplyFaults(fs FaultScript) (FaultScriptResult, error) {
+	var res FaultScriptResult
+	if err := fs.Validate(); err != nil {
+		return res, fmt.Errorf("awssim: %w", err)
 	}
 	if fs.Clear {
 		s.ClearFaults()
@@ -106,7 +118,7 @@ func (s *Sim) serveControl(w http.ResponseWriter, r *http.Request) {
 				fail(http.StatusRequestEntityTooLarge, fmt.Errorf("awssim: %s body is larger than the limit of %d bytes", r.URL.Path, MaxBodyBytes))
 				return false
 			}
-			fail(http.StatusBadRequest, fmt.Errorf("awssim: bad %s body: %w", r.URL.Path, err))
+			fail(http.StatusBadRequest, fmt.Errorf("awssim: bad %s body: %w", r.URL.Path, jsonerr.Describe(nil, err)))
 			return false
 		}
 		return true

@@ -41,25 +41,37 @@ type Fault struct {
 	Hits int `json:"hits,omitempty"`
 }
 
+// Bounds of a latency fault: a real sleep holds a caller (and a replay) for that
+// long in wall time; a simulated one only moves the fake clock.
+const (
+	MaxRealLatency      = time.Minute
+	MaxSimulatedLatency = time.Hour
+)
+
 func (f Fault) validate() error {
 	switch f.Kind {
 	case FaultThrottle, FaultInternal:
 	case FaultLatency:
-		if f.Latency <= 0 {
-			return fmt.Errorf("awssim: latency fault needs a positive latency")
+		limit := MaxRealLatency
+		if f.SimulatedOnly {
+			limit = MaxSimulatedLatency
+		}
+		if f.Latency <= 0 || time.Duration(f.Latency) > limit {
+			return fmt.Errorf("latency: %s is out of range: want more than 0, at most %s (%s with simulatedOnly)",
+				time.Duration(f.Latency), MaxRealLatency, MaxSimulatedLatency)
 		}
 	case FaultPartialFleet:
 		if f.Launch < 0 {
-			return fmt.Errorf("awssim: partial-fleet fault needs launch >= 0, got %d", f.Launch)
+			return fmt.Errorf("launch: %d is out of range: want 0 or more", f.Launch)
 		}
 	default:
-		return fmt.Errorf("awssim: unknown fault kind %q (want throttle, internal, latency or partial-fleet)", f.Kind)
+		return fmt.Errorf("kind: unknown fault kind %q (want throttle, internal, latency or partial-fleet)", f.Kind)
 	}
 	if f.Count < 0 {
-		return fmt.Errorf("awssim: fault count must be >= 0, got %d", f.Count)
+		return fmt.Errorf("count: %d is out of range: want 0 (until cleared) or more", f.Count)
 	}
-	if f.Rate < 0 || f.Rate > 1 {
-		return fmt.Errorf("awssim: fault rate must be within [0, 1], got %v", f.Rate)
+	if !(f.Rate >= 0 && f.Rate <= 1) {
+		return fmt.Errorf("rate: %v is out of range: want 0 to 1 (0 means every matching call)", f.Rate)
 	}
 	return nil
 }

@@ -58,9 +58,9 @@ func (r *run) rewrite(raw []byte, keepID bool, ids []string, win *Window) ([]byt
 			return []byte(seen[string(m)])
 		})
 	}
-	var ev map[string]any
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		return nil, fmt.Errorf("not an EventBridge event: %w", err)
+	ev, err := eventObject(raw)
+	if err != nil {
+		return nil, err
 	}
 	ev["time"] = r.clock.Now().Format(time.RFC3339)
 	if !keepID {

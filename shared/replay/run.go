@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -223,7 +224,13 @@ func (r *run) invoke(ctx context.Context, fn string, payload []byte, why string)
 	ictx, cancel := context.WithTimeout(ctx, invocationWallLimit)
 	defer cancel()
 	at := r.offset()
-	out, err := r.fns[fn].Invoke(ictx, payload)
+	var out []byte
+	var err error
+	if f := r.fns[fn]; f != nil {
+		out, err = f.Invoke(ictx, payload)
+	} else {
+		err = fmt.Errorf("no function %q (want %s)", fn, strings.Join(Functions, ", "))
+	}
 	var s handlers.Summary
 	if len(out) > 0 {
 		_ = json.Unmarshal(out, &s)

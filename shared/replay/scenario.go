@@ -10,8 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -19,6 +21,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
+	"github.com/joiner-autoscaler/joiner/shared/handlers"
+	"github.com/joiner-autoscaler/joiner/shared/jsonerr"
+	"github.com/joiner-autoscaler/joiner/shared/manifest"
 )
 
 // ScenarioFile is the file that makes a folder a scenario.
@@ -114,7 +119,9 @@ type Duration time.Duration
 // D returns the time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// UnmarshalJSON reads a Go duration string or the number 0.
+// UnmarshalJSON reads a Go duration string or the number 0. A negative duration is
+// read as written: validation says which field it is and what range it allows
+// (encoding/json gives an Unmarshaler's error no field path).
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	if string(b) == "0" {
 		*d = 0
@@ -122,14 +129,21 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration like \"90s\" or \"10m\", got %s", b)
+		return fmt.Errorf("want a duration like \"90s\" or \"10m\", got %s", clip(string(b)))
 	}
 	v, err := time.ParseDuration(s)
-	if err != nil || v < 0 {
-		return fmt.Errorf("want a duration like \"90s\" or \"10m\", got %q", s)
+	if err != nil {
+		return fmt.Errorf("want a duration like \"90s\" or \"10m\", got %q", clip(s))
 	}
 	*d = Duration(v)
 	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:37] + "..."
+	}
+	return s
 }
 
 // MarshalJSON writes the duration string.
@@ -151,7 +165,7 @@ func Load(dir string) (*Scenario, error) {
 	dec.DisallowUnknownFields()
 	sc := &Scenario{}
 	if err := dec.Decode(sc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, jsonerr.Describe(nil, err))
 	}
 	sc.Dir, sc.Name = dir, filepath.Base(dir)
 	if err := sc.validate(); err != nil {
@@ -205,32 +219,112 @@ func (sc *Scenario) Path(p string) string {
 	return filepath.Join(sc.Dir, p)
 }
 
+// Bounds of the scenario's fields. They keep a replay finite and its memory
+// bounded (a 1ns tick or a billion replicas would hang or exhaust the machine) and
+// follow what the real services allow where they have a rule.
+const (
+	// MaxDuration is a month: `joiner record` captures days, not seasons.
+	MaxDuration = 31 * 24 * time.Hour
+	// MinTick and MaxTick bound the kubelet/scheduler simulation's step.
+	MinTick = time.Second
+	MaxTick = 10 * time.Minute
+	// MaxSteps bounds duration/tick, the simulation steps of one replay.
+	MaxSteps = 300_000
+	// MinEvery is EventBridge's shortest rate rule, rate(1 minute).
+	MinEvery = time.Minute
+	MaxEvery = 24 * time.Hour
+	// MaxFunctionTimeout is Lambda's longest timeout.
+	MaxFunctionTimeout = 15 * time.Minute
+	// MaxDelay bounds registerAfter and forwarderDelay.
+	MaxDelay = time.Hour
+	// MaxHealthNotice bounds how far ahead an AWS Health window may start or end.
+	MaxHealthNotice = 90 * 24 * time.Hour
+	// MaxCount bounds instance counts of selectors, storms and Health events.
+	MaxCount = 10_000
+)
+
+// problems collects a scenario's problems, each naming its field.
+type problems []string
+
+func (ps *problems) add(field, format string, args ...any) {
+	*ps = append(*ps, field+": "+fmt.Sprintf(format, args...))
+}
+
+// within reports d outside [lo, hi].
+func (ps *problems) within(field string, d Duration, lo, hi time.Duration, why string) {
+	if d.D() < lo || d.D() > hi {
+		if why != "" {
+			why = " (" + why + ")"
+		}
+		ps.add(field, "%s is out of range: want %s to %s%s", d.D(), lo, hi, why)
+	}
+}
+
+func (ps *problems) count(field string, n, lo int) {
+	if n < lo || n > MaxCount {
+		ps.add(field, "%d is out of range: want %d to %d", n, lo, MaxCount)
+	}
+}
+
 func (sc *Scenario) validate() error {
-	var problems []string
+	var ps problems
 	if sc.Cluster == "" {
-		problems = append(problems, "cluster: required (the cluster name Joiner is configured with)")
+		ps.add("cluster", "required (the cluster name Joiner is configured with)")
 	}
-	if sc.Duration <= 0 {
-		problems = append(problems, "duration: required, like \"1h\"")
+	if sc.Duration == 0 {
+		ps.add("duration", "required, like \"1h\"")
+	} else {
+		ps.within("duration", sc.Duration, time.Nanosecond, MaxDuration, "")
 	}
-	for i, st := range sc.Timeline {
-		if err := st.validate(); err != nil {
-			problems = append(problems, fmt.Sprintf("timeline[%d]: %v", i, err))
+	st := &sc.Settings
+	if st.Tick != 0 {
+		ps.within("settings.tick", st.Tick, MinTick, MaxTick, "")
+	}
+	if tick := st.Tick.D(); sc.Duration > 0 && sc.Duration.D() <= MaxDuration {
+		if tick == 0 {
+			tick = DefaultTick
 		}
-		if st.At > sc.Duration {
-			problems = append(problems, fmt.Sprintf("timeline[%d].at: %s is after the end (%s)", i, st.At.D(), sc.Duration.D()))
+		if tick >= MinTick && sc.Duration.D()/tick > MaxSteps {
+			ps.add("settings.tick", "%s over a duration of %s is %d simulation steps, more than %d: raise tick or shorten duration",
+				tick, sc.Duration.D(), sc.Duration.D()/tick, MaxSteps)
 		}
+	}
+	ps.within("settings.registerAfter", st.RegisterAfter, 0, MaxDelay, "")
+	ps.within("settings.forwarderDelay", st.ForwarderDelay, 0, MaxDelay, "")
+	if st.FunctionTimeout != 0 {
+		ps.within("settings.functionTimeout", st.FunctionTimeout, time.Second, MaxFunctionTimeout, "Lambda's limit")
+	}
+	for _, e := range []struct {
+		field string
+		d     *Duration
+	}{{"settings.provisionerEvery", st.ProvisionerEvery}, {"settings.consolidatorEvery", st.ConsolidatorEvery}} {
+		if e.d != nil && *e.d != 0 {
+			ps.within(e.field, *e.d, MinEvery, MaxEvery, "0 turns the schedule off; EventBridge's shortest rate is one minute")
+		}
+	}
+	if f := st.MinSavingsFraction; f != nil && (*f < 0 || *f >= 1 || math.IsNaN(*f)) {
+		ps.add("settings.minSavingsFraction", "%v is out of range: want a number from 0 to below 1", *f)
+	}
+	if s := st.Rebalance; s != "" && s != "ignore" && s != "taint" && s != "replace" {
+		ps.add("settings.rebalance", "%q: want ignore, taint or replace", s)
+	}
+	for i, step := range sc.Timeline {
+		field := fmt.Sprintf("timeline[%d]", i)
+		if step.At < 0 || step.At > sc.Duration {
+			ps.add(field+".at", "%s is out of range: want 0 to the duration (%s)", step.At.D(), sc.Duration.D())
+		}
+		step.validate(&ps, field, sc)
 	}
 	for i, e := range sc.Expect {
 		if n := len(e.checks()); n != 1 {
-			problems = append(problems, fmt.Sprintf("expect[%d]: want exactly one check, got %d", i, n))
+			ps.add(fmt.Sprintf("expect[%d]", i), "want exactly one check, got %d", n)
+		}
+		if e.At != nil && (*e.At < 0 || *e.At > sc.Duration) {
+			ps.add(fmt.Sprintf("expect[%d].at", i), "%s is out of range: want 0 to the duration (%s)", e.At.D(), sc.Duration.D())
 		}
 	}
-	if s := sc.Settings.Rebalance; s != "" && s != "ignore" && s != "taint" && s != "replace" {
-		problems = append(problems, fmt.Sprintf("settings.rebalance: %q: want ignore, taint or replace", s))
-	}
-	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "; "))
+	if len(ps) > 0 {
+		return errors.New(strings.Join(ps, "; "))
 	}
 	return nil
 }
@@ -254,30 +348,129 @@ func (st Step) actions() []string {
 	return a
 }
 
-func (st Step) validate() error {
+// Functions are the names a step's function: may give.
+var Functions = []string{handlers.Provisioner, handlers.Interruption, handlers.Consolidator}
+
+func (st Step) validate(ps *problems, field string, sc *Scenario) {
 	a := st.actions()
-	switch {
-	case len(a) != 1:
-		return fmt.Errorf("want exactly one action (event, spotInterrupt, healthEvent, scale, apply, delete, forwarder, faults, terminate), got %v", a)
-	case st.Scale != "" && st.Replicas == nil:
-		return errors.New("scale: replicas is required")
-	case st.Forwarder != "" && st.Forwarder != "up" && st.Forwarder != "down":
-		return fmt.Errorf("forwarder: %q: want up or down", st.Forwarder)
-	case st.Function != "" && st.Event == "":
-		return errors.New("function: only with event")
-	case st.SpotInterrupt != nil && st.SpotInterrupt.Fraction <= 0 && st.SpotInterrupt.Count <= 0:
-		return errors.New("spotInterrupt: set fraction (0-1] or count")
-	case st.Delete != "" && len(strings.Fields(st.Delete)) != 2:
-		return fmt.Errorf("delete: %q: want \"KIND NAMESPACE/NAME\"", st.Delete)
+	if len(a) != 1 {
+		ps.add(field, "want exactly one action (event, spotInterrupt, healthEvent, scale, apply, delete, forwarder, faults, terminate), got %v", a)
+		return
 	}
-	for _, sel := range []*Selector{st.Instances, st.Terminate} {
-		if sel != nil {
-			if err := checkSelect(sel.Select); err != nil {
-				return err
-			}
+	switch {
+	case st.Scale != "" && st.Replicas == nil:
+		ps.add(field+".replicas", "required with scale")
+	case st.Scale != "" && (*st.Replicas < 0 || *st.Replicas > manifest.MaxExpandedPods):
+		ps.add(field+".replicas", "%d is out of range: want 0 to %d", *st.Replicas, manifest.MaxExpandedPods)
+	case st.Scale == "" && st.Replicas != nil:
+		ps.add(field+".replicas", "only with scale")
+	}
+	if st.Forwarder != "" && st.Forwarder != "up" && st.Forwarder != "down" {
+		ps.add(field+".forwarder", "%q: want up or down", st.Forwarder)
+	}
+	if st.Function != "" {
+		if st.Event == "" {
+			ps.add(field+".function", "only with event")
+		} else if !slices.Contains(Functions, st.Function) {
+			ps.add(field+".function", "unknown function %q: want %s", clip(st.Function), strings.Join(Functions, ", "))
 		}
 	}
-	return nil
+	if st.Event == "" && (st.KeepID || st.Instances != nil || st.Window != nil) {
+		ps.add(field, "keepId, instances and window go with event")
+	}
+	if st.Event != "" {
+		if err := checkEventFile(sc.Path(st.Event)); err != nil {
+			ps.add(field+".event", "%s: %v", st.Event, err)
+		}
+	}
+	if w := st.Window; w != nil {
+		checkWindow(ps, field+".window", w.StartIn, w.EndIn)
+	}
+	if s := st.SpotInterrupt; s != nil {
+		p := field + ".spotInterrupt"
+		switch {
+		case s.Fraction == 0 && s.Count == 0:
+			ps.add(p, "set fraction (more than 0, at most 1) or count")
+		case s.Fraction != 0 && s.Count != 0:
+			ps.add(p, "set fraction or count, not both")
+		case s.Fraction != 0 && !(s.Fraction > 0 && s.Fraction <= 1):
+			ps.add(p+".fraction", "%v is out of range: want more than 0, at most 1 (a share of the running spot instances)", s.Fraction)
+		case s.Count != 0:
+			ps.count(p+".count", s.Count, 1)
+		}
+		ps.within(p+".within", s.Within, 0, sc.Duration.D(), "at most the scenario's duration")
+	}
+	if h := st.HealthEvent; h != nil {
+		p := field + ".healthEvent"
+		if h.Count != 0 {
+			ps.count(p+".count", h.Count, 1)
+		}
+		if h.Select != "" {
+			if err := checkSelect(h.Select); err != nil {
+				ps.add(p+".select", "%v", err)
+			}
+		}
+		checkWindow(ps, p, h.StartIn, h.EndIn)
+	}
+	if st.Delete != "" && len(strings.Fields(st.Delete)) != 2 {
+		ps.add(field+".delete", "%q: want \"KIND NAMESPACE/NAME\"", st.Delete)
+	}
+	if st.Faults != nil {
+		if err := st.Faults.Validate(); err != nil {
+			ps.add(field+".faults", "%v", err)
+		}
+	}
+	for _, sel := range []struct {
+		field string
+		s     *Selector
+	}{{field + ".instances", st.Instances}, {field + ".terminate", st.Terminate}} {
+		if sel.s == nil {
+			continue
+		}
+		if err := checkSelect(sel.s.Select); err != nil {
+			ps.add(sel.field+".select", "%v", err)
+		}
+		if sel.s.Count != 0 {
+			ps.count(sel.field+".count", sel.s.Count, 1)
+		}
+	}
+}
+
+// checkWindow bounds an AWS Health window relative to its delivery.
+func checkWindow(ps *problems, field string, start, end Duration) {
+	ps.within(field+".startIn", start, 0, MaxHealthNotice, "")
+	ps.within(field+".endIn", end, 0, MaxHealthNotice, "")
+	if end <= start {
+		ps.add(field+".endIn", "%s ends before the window starts (startIn %s): want endIn after startIn", end.D(), start.D())
+	}
+}
+
+// checkEventFile reads a timeline event file: it must hold one JSON object with
+// EventBridge's source and detail-type, so a replay does not stop half-way on it.
+func checkEventFile(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	_, err = eventObject(raw)
+	return err
+}
+
+// eventObject decodes an EventBridge event file as a JSON object.
+func eventObject(raw []byte) (map[string]any, error) {
+	var ev map[string]any
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return nil, fmt.Errorf("not an EventBridge event: %w", jsonerr.Describe(raw, err))
+	}
+	if ev == nil {
+		return nil, errors.New("not an EventBridge event: the file holds null, want a JSON object with source, detail-type and detail")
+	}
+	for _, k := range []string{"source", "detail-type"} {
+		if v, ok := ev[k].(string); !ok || v == "" {
+			return nil, fmt.Errorf("not an EventBridge event: %q is missing or not a string", k)
+		}
+	}
+	return ev, nil
 }
 
 func checkSelect(s string) error {
