@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,9 +79,10 @@ func newSimWorld(ctx context.Context, f invokeFlags, logOut io.Writer) (*simWorl
 		bundle   *manifest.Bundle
 		err      error
 		awsExtra string
-		cluster  = f.cluster
-		cfg      = handlers.Config{Rebalance: handlers.RebalanceIgnore, LeaseDuration: time.Minute,
-			LeaseWait: 3 * time.Second, MinSavingsFraction: 0.1, DryRun: f.dryRun || dryRunEnv()}
+		cluster  = cmp.Or(f.cluster, os.Getenv(handlers.EnvClusterName))
+		// env is what the functions read from their environment: the scenario's
+		// settings, then the process environment over them, then the flags.
+		env           = map[string]string{}
 		registerAfter time.Duration
 	)
 	switch {
@@ -101,7 +104,8 @@ func newSimWorld(ctx context.Context, f invokeFlags, logOut io.Writer) (*simWorl
 		if cluster == "" {
 			cluster = sc.Cluster
 		}
-		cfg.Rebalance, cfg.MinSavingsFraction = sc.Settings.Rebalance, *sc.Settings.MinSavingsFraction
+		env[handlers.EnvRebalanceMode] = sc.Settings.Rebalance
+		env[handlers.EnvMinSavings] = strconv.FormatFloat(*sc.Settings.MinSavingsFraction, 'g', -1, 64)
 		registerAfter = sc.Settings.RegisterAfter.D()
 	default:
 		paths := []string(f.paths)
@@ -119,11 +123,33 @@ func newSimWorld(ctx context.Context, f invokeFlags, logOut io.Writer) (*simWorl
 	if cluster == "" {
 		cluster = clusterOf(bundle)
 	}
-	cfg.ClusterName = cluster
-	w := &simWorld{cluster: cluster, clock: awssim.NewFakeClock(time.Now().UTC().Truncate(time.Second)), cfg: cfg,
+	w := &simWorld{cluster: cluster, clock: awssim.NewFakeClock(time.Now().UTC().Truncate(time.Second)),
 		log: handlers.NewLogger(logOut, os.Getenv(handlers.EnvLogLevel))}
 	seed := awssim.DefaultSeed(cluster)
 	if w.sim, err = awssim.Start(ctx, awssim.Config{Seed: &seed, Clock: w.clock, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		return nil, err
+	}
+	// The functions' own configuration, from the same variables (handlers.ConfigFromEnv):
+	// the cluster and region are the simulated world's, and the account is the
+	// simulator's unless JOINER_ACCOUNT_ID names another, as the stack sets it to the
+	// deployed account.
+	for _, k := range []string{handlers.EnvRebalanceMode, handlers.EnvMinSavings} {
+		if v := os.Getenv(k); v != "" {
+			env[k] = v
+		}
+	}
+	env[handlers.EnvClusterName], env[handlers.EnvRegion] = cluster, w.sim.Region()
+	env[handlers.EnvAccountID] = cmp.Or(os.Getenv(handlers.EnvAccountID), w.sim.State().AccountID)
+	if f.dryRun {
+		env[handlers.EnvDryRun] = "true"
+	}
+	if w.cfg, err = handlers.ConfigFromEnv(func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}); err != nil {
+		w.sim.Close()
 		return nil, err
 	}
 	if awsExtra != "" {
@@ -136,7 +162,6 @@ func newSimWorld(ctx context.Context, f invokeFlags, logOut io.Writer) (*simWorl
 			return nil, fmt.Errorf("%s: %w", awsExtra, err)
 		}
 	}
-	w.cfg.Region = w.sim.Region()
 	w.cloud = cloud.NewClients(w.sim.AWSConfig(), cloud.RetryOptions{}, false)
 	w.kc = kubesim.New(kubesim.Config{Now: w.clock.Now, Instances: w.sim, RegisterAfter: registerAfter, Log: w.log})
 	if err := w.kc.Apply(ctx, bundle); err != nil {
@@ -150,17 +175,6 @@ func newSimWorld(ctx context.Context, f invokeFlags, logOut io.Writer) (*simWorl
 		return nil, err
 	}
 	return w, nil
-}
-
-func dryRunEnv() bool {
-	cfg, _ := handlers.ConfigFromEnv(func(k string) string {
-		switch k {
-		case handlers.EnvClusterName, handlers.EnvRegion:
-			return "x" // only the dry-run switches matter here
-		}
-		return os.Getenv(k)
-	})
-	return cfg.DryRun
 }
 
 func loadScenario(root, name string) (*replay.Scenario, error) {
