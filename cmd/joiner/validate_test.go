@@ -42,7 +42,7 @@ func TestValidateRegistered(t *testing.T) {
 func TestValidateValidSeeds(t *testing.T) {
 	// Two -f paths form one input (one cluster); 004 reuses 001's names, so it is
 	// validated on its own.
-	code, out, errs := validateCmd("-f", filepath.Join(seedDir, "001-heavy-app-fixed"), "-f", filepath.Join(seedDir, "002-kubean-filled"))
+	code, out, errs := validateCmd("-f", filepath.Join(seedDir, "001-heavy-app-fixed"), "-f", filepath.Join(seedDir, "002-kubean-fixed"))
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
@@ -50,8 +50,8 @@ func TestValidateValidSeeds(t *testing.T) {
 		filepath.Join(seedDir, "001-heavy-app-fixed", "heavy-app.yaml") + ": ok: 1 document: 1 Deployment (5 pods)",
 		filepath.Join(seedDir, "001-heavy-app-fixed", "nodepool.yaml") + ": ok: 2 documents: 1 NodePool, 1 EC2NodeClass",
 		filepath.Join(seedDir, "001-heavy-app-fixed", "s3-reader-pod.yaml") + ": ok: 1 document: 1 Pod",
-		filepath.Join(seedDir, "002-kubean-filled", "cpu-nodeclass-nodepool.yaml") + ": ok: 2 documents: 1 EC2NodeClass, 1 NodePool",
-		filepath.Join(seedDir, "002-kubean-filled", "gpu.yaml") + ": ok: 4 documents: 1 EC2NodeClass, 1 NodePool, 1 DaemonSet, 1 Pod",
+		filepath.Join(seedDir, "002-kubean-fixed", "cpu-nodeclass-nodepool.yaml") + ": ok: 2 documents: 1 EC2NodeClass, 1 NodePool",
+		filepath.Join(seedDir, "002-kubean-fixed", "gpu.yaml") + ": ok: 4 documents: 1 EC2NodeClass, 1 NodePool, 1 DaemonSet, 1 Pod",
 	}
 	if got := lines(out); !reflect.DeepEqual(got, want) {
 		t.Errorf("stdout:\n%s\nwant:\n%s", out, strings.Join(want, "\n"))
@@ -122,6 +122,48 @@ func TestValidatePlaceholderSeeds(t *testing.T) {
 	code, out, _ = validateCmd("-f", filepath.Join(seedDir, "002-kubean"))
 	if code != 1 || len(lines(out)) != 15 || strings.Count(out, "unfilled placeholder <") != 15 {
 		t.Errorf("002: exit %d, %d lines:\n%s", code, len(lines(out)), out)
+	}
+}
+
+// TestValidateSeed002IMDSv1 is issue 14's check: seed 002's Custom user data as
+// written (placeholders filled) reads instance metadata with a plain curl while
+// httpTokens defaults to required, so it never joins: exit 1, naming httpTokens,
+// the fix and the trade-off; its literal kubeadm token is a warning naming the
+// SSM and Secrets Manager annotations, without repeating the token.
+func TestValidateSeed002IMDSv1(t *testing.T) {
+	code, out, _ := validateCmd("-f", filepath.Join(seedDir, "002-kubean-filled", "cpu-nodeclass-nodepool.yaml"))
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	got := lines(out)
+	if len(got) != 2 {
+		t.Fatalf("want one error and one warning:\n%s", out)
+	}
+	for _, want := range []string{"cpu-nodeclass-nodepool.yaml:1: spec.userData: ", "without an IMDSv2 token at line 3", "httpTokens", "api/token", "httpTokens: optional", "trade-off"} {
+		if !strings.Contains(got[0], want) || strings.HasPrefix(got[0], "warning:") {
+			t.Errorf("error line lacks %q: %s", want, got[0])
+		}
+	}
+	for _, want := range []string{"warning: ", "spec.userData: line 14 holds a literal kubeadm bootstrap token", "joiner.dev/bootstrap-token-parameter", "joiner.dev/bootstrap-token-secret", "{{ .BootstrapToken }}"} {
+		if !strings.Contains(got[1], want) {
+			t.Errorf("warning lacks %q: %s", want, got[1])
+		}
+	}
+	if strings.Contains(out, "abcdef.0123456789abcdef") {
+		t.Errorf("the output repeats the token:\n%s", out)
+	}
+	// With httpTokens: optional the reads work: only the warning remains.
+	raw, err := os.ReadFile(filepath.Join(seedDir, "002-kubean-filled", "cpu-nodeclass-nodepool.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	optional := strings.Replace(string(raw), "  role: KarpenterNodeRole-kubean-demo\n", "  role: KarpenterNodeRole-kubean-demo\n  metadataOptions:\n    httpTokens: optional\n", 1)
+	f := filepath.Join(t.TempDir(), "optional.yaml")
+	if err := os.WriteFile(f, []byte(optional), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := validateCmd("-f", f); code != 0 || strings.Contains(out, "httpTokens is required") || !strings.Contains(out, "literal kubeadm bootstrap token") {
+		t.Errorf("httpTokens optional: exit %d\n%s", code, out)
 	}
 }
 

@@ -47,7 +47,7 @@ func (AL2) EphemeralBlockDevice() string { return "/dev/xvda" }
 
 // FeatureFlags implements Family: Karpenter's defaults.
 func (AL2) FeatureFlags() FeatureFlags {
-	return FeatureFlags{UsesENILimitedMemoryOverhead: true, PodsPerCoreEnabled: true, SupportsENILimitedPodDensity: true}
+	return FeatureFlags{UsesENILimitedMemoryOverhead: true, PodsPerCoreEnabled: true, SupportsENILimitedPodDensity: true, ShellUserData: true}
 }
 
 // UserData implements Family.

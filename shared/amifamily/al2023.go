@@ -48,7 +48,7 @@ func (AL2023) EphemeralBlockDevice() string { return "/dev/xvda" }
 
 // FeatureFlags implements Family: Karpenter's defaults.
 func (AL2023) FeatureFlags() FeatureFlags {
-	return FeatureFlags{UsesENILimitedMemoryOverhead: true, PodsPerCoreEnabled: true, SupportsENILimitedPodDensity: true}
+	return FeatureFlags{UsesENILimitedMemoryOverhead: true, PodsPerCoreEnabled: true, SupportsENILimitedPodDensity: true, ShellUserData: true}
 }
 
 // UserData implements Family.

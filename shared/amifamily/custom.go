@@ -30,7 +30,7 @@ func (Custom) EphemeralBlockDevice() string { return "" }
 // FeatureFlags implements Family: Karpenter's defaults for capacity; the user
 // data is the class's own.
 func (Custom) FeatureFlags() FeatureFlags {
-	return FeatureFlags{UsesENILimitedMemoryOverhead: true, PodsPerCoreEnabled: true, SupportsENILimitedPodDensity: true, UserDataIsBootstrap: true}
+	return FeatureFlags{UsesENILimitedMemoryOverhead: true, PodsPerCoreEnabled: true, SupportsENILimitedPodDensity: true, UserDataIsBootstrap: true, ShellUserData: true}
 }
 
 // UserData implements Family.

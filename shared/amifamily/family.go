@@ -62,6 +62,10 @@ type FeatureFlags struct {
 	// (Custom): Joiner fills its placeholders, which may need the kubeadm
 	// bootstrap token, and passes no max-pods of its own.
 	UserDataIsBootstrap bool
+	// ShellUserData means cloud-init runs the class's userData as shell
+	// scripts (its text/x-shellscript parts when MIME), which may read the
+	// instance metadata service; Bottlerocket's is TOML settings instead.
+	ShellUserData bool
 }
 
 // DefaultMaxPods is the pod count of families without ENI-limited pod density.

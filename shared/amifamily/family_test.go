@@ -193,7 +193,7 @@ func TestUserDataFormat(t *testing.T) {
 // TestFeatureFlags pins Karpenter's flags per family (amifamily's FeatureFlags
 // methods), which decide max pods and kube-reserved memory.
 func TestFeatureFlags(t *testing.T) {
-	def := FeatureFlags{UsesENILimitedMemoryOverhead: true, PodsPerCoreEnabled: true, SupportsENILimitedPodDensity: true}
+	def := FeatureFlags{UsesENILimitedMemoryOverhead: true, PodsPerCoreEnabled: true, SupportsENILimitedPodDensity: true, ShellUserData: true}
 	custom := def
 	custom.UserDataIsBootstrap = true
 	for name, want := range map[string]FeatureFlags{

@@ -270,14 +270,3 @@ func sortedPairs(m map[string]string, op, sep string) string {
 	}
 	return strings.Join(parts, sep)
 }
-
-// UsesIMDSv1 reports whether user data reads the instance metadata service
-// without an IMDSv2 session token. With the default httpTokens: required such
-// reads get HTTP 401 and an empty answer: seed 002's user data, for one, would
-// join the cluster with an empty --node-name.
-func UsesIMDSv1(userData string) bool {
-	if !strings.Contains(userData, "169.254.169.254") && !strings.Contains(userData, "[fd00:ec2::254]") {
-		return false
-	}
-	return !strings.Contains(strings.ToLower(userData), "x-aws-ec2-metadata-token")
-}

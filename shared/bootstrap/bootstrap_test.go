@@ -523,14 +523,3 @@ func TestMIMERoundTrip(t *testing.T) {
 		t.Errorf("a part containing the boundary must be refused")
 	}
 }
-
-func TestUsesIMDSv1(t *testing.T) {
-	f := loadFixture(t, "seed002-cpu.yaml")
-	if !UsesIMDSv1(*f.class.Spec.UserData) {
-		t.Error("seed 002's user data curls IMDS without a token")
-	}
-	v2 := "TOKEN=$(curl -sX PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')\ncurl -H \"X-aws-ec2-metadata-token: $TOKEN\" http://169.254.169.254/latest/meta-data/instance-id"
-	if UsesIMDSv1(v2) || UsesIMDSv1("#!/bin/bash\necho hi") {
-		t.Error("IMDSv2 or no metadata access flagged")
-	}
-}

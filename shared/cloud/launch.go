@@ -241,9 +241,8 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 	if err != nil {
 		return nil, err
 	}
-	if tokens := metadataOptions(nc.Spec.MetadataOptions).HttpTokens; tokens == ec2types.LaunchTemplateHttpTokensStateRequired && bootstrap.UsesIMDSv1(opts.UserData) {
-		p.log.Warn("EC2NodeClass user data reads instance metadata without an IMDSv2 token, but httpTokens is required: those reads will fail on the node (add a token: TOKEN=$(curl -sX PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300'), or set metadataOptions.httpTokens: optional)",
-			"nodeClass", nc.Name)
+	if reads := bootstrap.IMDSv1Reads(opts.UserData); len(reads) > 0 && family.FeatureFlags().ShellUserData && amifamily.HTTPTokens(nc) == karpenter.DefaultHTTPTokens {
+		p.log.Warn("EC2NodeClass "+amifamily.IMDSv1Cause(reads)+"; "+amifamily.IMDSv1Fix, "nodeClass", nc.Name)
 	}
 	// One launch template per (AMI, max-pods): user data differs by max-pods
 	// except for Custom, whose user data does not use it.

@@ -13,6 +13,11 @@ type Problem struct {
 	Path    string
 	Message string
 	Warning bool
+	// Runtime marks an error the API server and Karpenter's admission accept
+	// but that fails once a node boots (user data that cannot join): joiner
+	// validate counts it as an error, while replay and plan keep the object,
+	// as a cluster would.
+	Runtime bool
 }
 
 // String renders "path: message", with a "warning: " prefix for warnings.

@@ -45,6 +45,8 @@ type Problem struct {
 	Path    string
 	Message string
 	Warning bool
+	// Runtime marks an error that does not drop the object (see karpenter.Problem).
+	Runtime bool
 }
 
 // String renders "file:doc: field.path: message", prefixed "warning: " for warnings.

@@ -312,23 +312,37 @@ type objCtx struct {
 	errors     int
 }
 
+// path is a field path under the object's prefix.
+func (o *objCtx) path(path string) string {
+	if o.prefix == "" {
+		return path
+	}
+	if path == "" {
+		return o.prefix
+	}
+	return o.prefix + "." + path
+}
+
 func (o *objCtx) add(path, msg string, warning bool) {
 	if o.isSuppressed(path) {
 		return
 	}
-	full := path
-	if o.prefix != "" {
-		full = o.prefix
-		if path != "" {
-			full += "." + path
-		}
-	}
-	p := Problem{File: o.d.src.File, Doc: o.d.src.Doc, Path: full, Message: msg, Warning: warning}
+	p := Problem{File: o.d.src.File, Doc: o.d.src.Doc, Path: o.path(path), Message: msg, Warning: warning}
 	b := o.d.b
 	o.d.later(func() { b.addProblem(p) })
 	if !warning {
 		o.errors++
 	}
+}
+
+// addRuntime records an error that keeps the object (see Problem.Runtime).
+func (o *objCtx) addRuntime(path, msg string) {
+	if o.isSuppressed(path) {
+		return
+	}
+	p := Problem{File: o.d.src.File, Doc: o.d.src.Doc, Path: o.path(path), Message: msg, Runtime: true}
+	b := o.d.b
+	o.d.later(func() { b.addProblem(p) })
 }
 
 func (o *objCtx) errorf(path, format string, args ...any) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	fieldpath "k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/joiner-autoscaler/joiner/shared/amifamily"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
@@ -228,6 +229,10 @@ func (d *docCtx) object(obj map[string]any, prefix string) {
 
 func (o *objCtx) addAll(ps []karpenter.Problem) {
 	for _, p := range ps {
+		if p.Runtime {
+			o.addRuntime(p.Path, p.Message)
+			continue
+		}
 		o.add(p.Path, p.Message, p.Warning)
 	}
 }
@@ -372,6 +377,7 @@ func (d *docCtx) nodeClass(o *objCtx, obj map[string]any) {
 	nc := decodeTyped[karpenter.EC2NodeClass](o, obj, nodeClassHints, true)
 	o.meta(karpenter.NodeClassKind, &nc.ObjectMeta, false)
 	o.addAll(nc.Validate())
+	o.addAll(amifamily.CheckUserData(nc))
 	nc.SetDefaults()
 	d.later(func() {
 		if o.keep(karpenter.NodeClassKind, "", nc.Name) {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/joiner-autoscaler/joiner/shared/bootstrap"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
@@ -106,8 +107,9 @@ func (ph *placeholders) find(v any) []found {
 			out = append(out, f)
 		}
 	}
-	var walk func(v any, path string)
-	walk = func(v any, path string) {
+	// walk returns v with Joiner's own userData placeholders put back.
+	var walk func(v any, path string) any
+	walk = func(v any, path string) any {
 		switch x := v.(type) {
 		case map[string]any:
 			for _, k := range sortedKeys(x) {
@@ -121,15 +123,23 @@ func (ph *placeholders) find(v any) []found {
 					}
 					k = rk
 				}
-				walk(val, karpenter.MapKeyPath(path, k))
+				x[k] = walk(val, karpenter.MapKeyPath(path, k))
 			}
 		case []any:
 			for i, item := range x {
-				walk(item, itemPath(path, i))
+				x[i] = walk(item, itemPath(path, i))
 			}
 		case string:
+			ours := 0
 			for _, m := range sentinelRe.FindAllString(x, -1) {
-				add(path, ph.restore(m))
+				if text := ph.restore(m); joinerPlaceholder(path, text) {
+					ours++
+				} else {
+					add(path, text)
+				}
+			}
+			if ours > 0 && ours == len(sentinelRe.FindAllString(x, -1)) {
+				return ph.restore(x)
 			}
 			if strings.Contains(x, "${") && !scriptPath(path) {
 				for _, m := range envVarRe.FindAllString(x, -1) {
@@ -137,9 +147,21 @@ func (ph *placeholders) find(v any) []found {
 				}
 			}
 		}
+		return v
 	}
 	walk(v, "")
 	return out
+}
+
+// joinerPlaceholder reports whether text is one of the {{ .Name }} placeholders
+// Joiner fills in an EC2NodeClass's userData (bootstrap.Placeholders), which are
+// meant to stay in the manifest.
+func joinerPlaceholder(path, text string) bool {
+	if path != "spec.userData" {
+		return false
+	}
+	names, err := bootstrap.Placeholders(text)
+	return err == nil && len(names) == 1
 }
 
 // scriptPath reports whether a path holds free-form script text (userData, container

@@ -150,8 +150,19 @@ func TestSeed002Raw(t *testing.T) {
 
 func TestSeed002Filled(t *testing.T) {
 	b := loadSeed(t, "002-kubean-filled")
-	if len(b.Problems) != 0 {
+	// As written, seed 002's user data reads instance metadata without an IMDSv2
+	// token (an error that keeps the class: the API server accepts it, the node
+	// fails) and holds a literal kubeadm token (a warning).
+	if len(b.Problems) != 4 {
 		t.Fatalf("problems:\n%s", dump(b))
+	}
+	for i, p := range b.Problems {
+		imds := i%2 == 0
+		if p.Path != "spec.userData" || p.Runtime != imds || p.Warning == imds ||
+			(imds && !strings.Contains(p.Message, "metadataOptions.httpTokens is required")) ||
+			(!imds && (!strings.Contains(p.Message, "literal kubeadm bootstrap token") || strings.Contains(p.Message, "abcdef.0123456789abcdef"))) {
+			t.Errorf("problem %d: %+v", i, p)
+		}
 	}
 	if len(b.NodeClasses) != 2 || len(b.NodePools) != 2 || len(b.DaemonSets) != 1 || len(b.Pods) != 1 {
 		t.Fatalf("classes %d pools %d daemonsets %d pods %d", len(b.NodeClasses), len(b.NodePools), len(b.DaemonSets), len(b.Pods))
@@ -173,6 +184,18 @@ func TestSeed002Filled(t *testing.T) {
 	}
 	if ds := b.DaemonSets[0]; ds.Namespace != "kube-system" || !strings.HasSuffix(ds.Spec.Template.Spec.Containers[0].Image, ":v0.17.0") {
 		t.Errorf("device plugin = %s/%s %s", ds.Namespace, ds.Name, ds.Spec.Template.Spec.Containers[0].Image)
+	}
+}
+
+func TestSeed002Fixed(t *testing.T) {
+	b := loadSeed(t, "002-kubean-fixed")
+	if len(b.Problems) != 0 {
+		t.Fatalf("problems:\n%s", dump(b))
+	}
+	// Joiner's own {{ .Placeholders }} stay in the user data for launch time.
+	if len(b.NodeClasses) != 2 || !strings.Contains(*b.NodeClasses[0].Spec.UserData, "--token {{ .BootstrapToken }}") ||
+		!strings.Contains(*b.NodeClasses[1].Spec.UserData, "sha256:{{ .CACertHash }}") {
+		t.Fatalf("classes %d, user data:\n%s", len(b.NodeClasses), *b.NodeClasses[0].Spec.UserData)
 	}
 }
 
