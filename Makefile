@@ -51,8 +51,10 @@ lint:
 kube-assets:
 	bash scripts/kube-assets.sh build
 
-test: lint kube-assets size
-	$(GO) test -timeout 30m ./...
+# A real part a test needs (moto_server, the API server, the Lambda RIE) missing is a
+# failure here, not a skip (JOINER_REQUIRE_REAL_PARTS); plain `go test` skips saying why.
+test: lint kube-assets size node-tools
+	JOINER_REQUIRE_REAL_PARTS=1 $(GO) test -timeout 45m ./...
 	$(MAKE) test-infra
 
 # Every scenario of testdata/scenarios replayed on the simulated AWS and an in-memory

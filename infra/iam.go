@@ -67,9 +67,11 @@ var ec2Describe = []string{
 // subnets, security groups referenced by RunInstances/CreateFleet).
 func functionStatements(cfg Config, a arns, nodeRoleArn, clusterArn string) []statement {
 	owned := OwnershipTagKey(cfg.ClusterName)
-	// What shared/cloud tags when it launches (TagSpecifications): the instance and its
-	// volumes, and its launch templates.
-	tagged := []string{a.ec2("instance/*"), a.ec2("volume/*"), a.ec2("launch-template/*")}
+	// What shared/cloud tags when it launches (TagSpecifications): the instance, its
+	// volumes, the fleet, the network interface and the spot request (the last two
+	// through the launch template), and its launch templates.
+	byproducts := []string{a.ec2("fleet/*"), a.ec2("network-interface/*"), a.ec2("spot-instances-request/*")}
+	tagged := append([]string{a.ec2("instance/*"), a.ec2("volume/*"), a.ec2("launch-template/*")}, byproducts...)
 	st := []statement{
 		{
 			Sid:       "EC2Read",
@@ -107,12 +109,16 @@ func functionStatements(cfg Config, a arns, nodeRoleArn, clusterArn string) []st
 			},
 		},
 		{
-			// Created alongside an instance in the same call, whose instance and volume
-			// resources must carry the ownership tag (above). shared/cloud does not tag
-			// these, so a tag condition here would refuse every launch.
+			// Created alongside an instance in the same call and tagged at creation
+			// (the fleet by CreateFleet, the network interface and spot request by the
+			// launch template), so they too need the ownership tag, as in Karpenter's
+			// reference policy.
 			Sid:       "EC2LaunchByproducts",
 			Actions:   []string{"ec2:RunInstances", "ec2:CreateFleet"},
-			Resources: []string{a.ec2("fleet/*"), a.ec2("network-interface/*"), a.ec2("spot-instances-request/*")},
+			Resources: byproducts,
+			Conditions: map[string]map[string]any{
+				"StringEquals": {"aws:RequestTag/" + owned: "owned"},
+			},
 		},
 		{
 			Sid:       "EC2CreateOwnedLaunchTemplates",

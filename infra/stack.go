@@ -153,7 +153,7 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 			"instance, volume and launch-template ARNs are conditioned on the cluster's ownership tag (aws:RequestTag on create, " +
 			"aws:ResourceTag on change or delete); AMI, snapshot, subnet, security-group and capacity-reservation ARNs are only " +
 			"referenced by RunInstances/CreateFleet, never modified; fleet, network-interface and spot-request ARNs are created only " +
-			"within a call whose instance must carry the ownership tag; /aws/service/* are AWS's public SSM parameters (AMI IDs)."),
+			"with the ownership tag (aws:RequestTag); /aws/service/* are AWS's public SSM parameters (AMI IDs)."),
 		AppliesTo: &[]interface{}{
 			"Resource::*",
 			&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:(<AWS::AccountId>)?:[a-z-]+\/\*$/g`)},
@@ -324,6 +324,11 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 		EventBus:     bus,
 		EventPattern: mustEventPattern(events.PendingPodsPattern()),
 	})
+	// The bus by name instead of {"Ref": bus}: the same value in AWS, but moto's
+	// CloudFormation (make deploy-local) resolves that Ref to no name and fails the
+	// rule, and every resource after it, while reporting the stack created.
+	podsRule.Node().DefaultChild().(awsevents.CfnRule).AddPropertyOverride(jsii.String("EventBusName"), jsii.String(busName))
+	podsRule.Node().AddDependency(bus)
 	podsRule.AddTarget(awseventstargets.NewLambdaFunction(provisioner, &awseventstargets.LambdaFunctionProps{
 		DeadLetterQueue: deliveryDLQ,
 		MaxEventAge:     awscdk.Duration_Seconds(jsii.Number(podsRuleMaxAgeSec)),
@@ -480,7 +485,8 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 	out := func(id, desc string, value *string) {
 		awscdk.NewCfnOutput(st, jsii.String(id), &awscdk.CfnOutputProps{Description: jsii.String(desc), Value: value})
 	}
-	out("EventBusName", "Joiner's event bus: the forwarder's --event-bus", bus.EventBusName())
+	// The name as a literal for the same reason as the rule's EventBusName above.
+	out("EventBusName", "Joiner's event bus: the forwarder's --event-bus", jsii.String(busName))
 	out("EventBusArn", "Joiner's event bus ARN", bus.EventBusArn())
 	out("ForwarderRoleArn", "Role for the forwarder's ServiceAccount (eks.amazonaws.com/role-arn annotation with IRSA)", fwdRole.RoleArn())
 	out("FunctionsRoleArn", "Role of the functions (mapped to the Kubernetes group "+FunctionsGroup+" on EKS)", fnRole.RoleArn())

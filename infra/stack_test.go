@@ -153,9 +153,12 @@ func TestRulePatternsAreTheEventsPatterns(t *testing.T) {
 			if got, want := r.Properties["EventPattern"], generic(t, p); !reflect.DeepEqual(got, want) {
 				t.Errorf("%s pattern\n got %s\nwant %s", prefix, asJSON(got), asJSON(want))
 			}
-			_, onJoinerBus := r.Properties["EventBusName"]
+			bus, onJoinerBus := r.Properties["EventBusName"]
 			if onJoinerBus != (prefix == "PendingPodsRule") {
 				t.Errorf("%s: on Joiner's bus = %v", prefix, onJoinerBus)
+			}
+			if onJoinerBus && bus != "joiner-"+s.cfg.ClusterName {
+				t.Errorf("%s: EventBusName %v, want joiner-%s", prefix, bus, s.cfg.ClusterName)
 			}
 		}
 	})
@@ -402,10 +405,12 @@ func expectedFunctionStatements(s *synthesized) map[string]map[string]any {
 		"EC2CreateOwnedInstances": {"Effect": "Allow", "Action": list("ec2:RunInstances", "ec2:CreateFleet"), "Resource": []any{ec2arn("instance/*"), ec2arn("volume/*")},
 			"Condition": map[string]any{"StringEquals": map[string]any{"aws:RequestTag/" + owned: "owned"}}},
 		"EC2LaunchByproducts": {"Effect": "Allow", "Action": list("ec2:RunInstances", "ec2:CreateFleet"),
-			"Resource": []any{ec2arn("fleet/*"), ec2arn("network-interface/*"), ec2arn("spot-instances-request/*")}},
+			"Resource":  []any{ec2arn("fleet/*"), ec2arn("network-interface/*"), ec2arn("spot-instances-request/*")},
+			"Condition": map[string]any{"StringEquals": map[string]any{"aws:RequestTag/" + owned: "owned"}}},
 		"EC2CreateOwnedLaunchTemplates": {"Effect": "Allow", "Action": "ec2:CreateLaunchTemplate", "Resource": ec2arn("launch-template/*"),
 			"Condition": map[string]any{"StringEquals": map[string]any{"aws:RequestTag/" + owned: "owned"}}},
-		"EC2TagOwnedResourcesOnCreate": {"Effect": "Allow", "Action": "ec2:CreateTags", "Resource": []any{ec2arn("instance/*"), ec2arn("volume/*"), ec2arn("launch-template/*")},
+		"EC2TagOwnedResourcesOnCreate": {"Effect": "Allow", "Action": "ec2:CreateTags", "Resource": []any{ec2arn("instance/*"), ec2arn("volume/*"), ec2arn("launch-template/*"),
+			ec2arn("fleet/*"), ec2arn("network-interface/*"), ec2arn("spot-instances-request/*")},
 			"Condition": map[string]any{"StringEquals": map[string]any{"aws:RequestTag/" + owned: "owned", "ec2:CreateAction": list("RunInstances", "CreateFleet", "CreateLaunchTemplate")}}},
 		"EC2TagOwnedInstances": {"Effect": "Allow", "Action": "ec2:CreateTags", "Resource": ec2arn("instance/*"),
 			"Condition": map[string]any{
@@ -506,12 +511,8 @@ func maps(m map[string]any, drop ...string) map[string]any {
 var readOnlyVerb = regexp.MustCompile(`^[a-z0-9-]+:(Describe|Get|List)[A-Za-z]*$`)
 
 // EC2 resource types RunInstances/CreateFleet only reference (never modify, often
-// another account's, like public AMIs), or create only together with an instance that
-// must itself carry the ownership tag; the test below checks that pairing.
-var (
-	referencedOnly = regexp.MustCompile(`:(image|snapshot|subnet|security-group|capacity-reservation)/\*$`)
-	byproduct      = regexp.MustCompile(`:(fleet|network-interface|spot-instances-request)/\*$`)
-)
+// another account's, like public AMIs).
+var referencedOnly = regexp.MustCompile(`:(image|snapshot|subnet|security-group|capacity-reservation)/\*$`)
 
 // No statement anywhere in the stack lets a mutating action touch "*", and every
 // mutating EC2 action on a resource Joiner could change requires the ownership tag.
@@ -532,16 +533,6 @@ func TestNoMutatingActionWithoutOwnership(t *testing.T) {
 		if len(s.resources("AWS::IAM::ManagedPolicy")) != 0 {
 			t.Error("customer managed policies appeared; extend this test")
 		}
-		// Which launch actions are allowed on instance/* only with the ownership tag.
-		instanceNeedsTag := map[string]bool{}
-		for _, st := range all {
-			cond, _ := json.Marshal(st["Condition"])
-			if slices.Contains(strs(st["Resource"]), ec2arn("instance/*")) && strings.Contains(string(cond), `"aws:RequestTag/`+owned+`":"owned"`) {
-				for _, a := range strs(st["Action"]) {
-					instanceNeedsTag[a] = true
-				}
-			}
-		}
 		checked := 0
 		for _, st := range all {
 			if st["Effect"] != "Allow" {
@@ -560,7 +551,6 @@ func TestNoMutatingActionWithoutOwnership(t *testing.T) {
 					}
 					switch {
 					case !strings.HasPrefix(action, "ec2:") || tagged || referencedOnly.MatchString(res):
-					case byproduct.MatchString(res) && (action == "ec2:RunInstances" || action == "ec2:CreateFleet") && instanceNeedsTag[action]:
 					default:
 						t.Errorf("%s on %s without the %s ownership tag condition (statement %v)", action, res, owned, st["Sid"])
 					}

@@ -104,6 +104,7 @@ type launchPlan struct {
 	facts    map[string]*catalog.InstanceType
 	offered  map[string]map[string]bool
 	groupOf  map[string]string // instance type → template name
+	spotOf   map[string]string // template name → its spot variant (spotTemplate)
 	specs    map[string]templateSpec
 	tags     map[string]string
 	skipped  []string
@@ -192,7 +193,7 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 	if err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 	}
-	plan := &launchPlan{req: req, family: family, specs: map[string]templateSpec{}, groupOf: map[string]string{}}
+	plan := &launchPlan{req: req, family: family, specs: map[string]templateSpec{}, groupOf: map[string]string{}, spotOf: map[string]string{}}
 	for _, ct := range []string{karpenter.CapacityTypeSpot, karpenter.CapacityTypeOnDemand} {
 		if slices.Contains(req.CapacityTypes, ct) || (len(req.CapacityTypes) == 0 && ct == karpenter.CapacityTypeOnDemand) {
 			plan.capTypes = append(plan.capTypes, ct)
@@ -272,6 +273,14 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 			tname = spec.name
 			rendered[key] = tname
 			plan.specs[tname] = spec
+			if slices.Contains(plan.capTypes, karpenter.CapacityTypeSpot) {
+				spot, err := p.spotTemplate(nc, spec)
+				if err != nil {
+					return nil, err
+				}
+				plan.specs[spot.name] = spot
+				plan.spotOf[tname] = spot.name
+			}
 		}
 		plan.groupOf[name] = tname
 	}
@@ -379,6 +388,9 @@ func (p *Provider) overrides(plan *launchPlan, ct string) ([]ec2types.FleetLaunc
 		if !ok {
 			continue
 		}
+		if ct == karpenter.CapacityTypeSpot {
+			tname = plan.spotOf[tname]
+		}
 		for _, zone := range plan.zones {
 			if n == MaxOverrides {
 				break
@@ -423,9 +435,12 @@ func (p *Provider) fleetInput(plan *launchPlan, ct string, configs []ec2types.Fl
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
 			TotalTargetCapacity: aws.Int32(1), DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(ct),
 		},
+		// The fleet too carries the tags from creation: the functions' role may only
+		// create fleets with the ownership tag.
 		TagSpecifications: []ec2types.TagSpecification{
 			{ResourceType: ec2types.ResourceTypeInstance, Tags: ec2Tags(plan.tags)},
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: ec2Tags(plan.tags)},
+			{ResourceType: ec2types.ResourceTypeFleet, Tags: ec2Tags(plan.tags)},
 		},
 		DryRun: aws.Bool(p.cfg.DryRun),
 	}
@@ -561,6 +576,9 @@ func (p *Provider) keepOne(ctx context.Context, plan *launchPlan, all []launched
 	// names the template by ID only, if at all.
 	if t, ok := plan.groupOf[keep.itype]; ok {
 		keep.template = t
+		if keep.ct == karpenter.CapacityTypeSpot {
+			keep.template = plan.spotOf[t]
+		}
 	}
 	inst := Instance{
 		ID: keep.id, InstanceType: keep.itype, Zone: keep.zone, CapacityType: keep.ct, SubnetID: keep.subnet,

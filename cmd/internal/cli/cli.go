@@ -103,6 +103,7 @@ var RunCommands = []Command{
 	{Name: "invoke", Summary: "run one function's Lambda handler on an event, locally (simulated AWS and cluster, or --live)"},
 	{Name: "record", Summary: "record real events (an SQS queue or a JSON-lines file) as a replayable scenario"},
 	{Name: "sim", Summary: "serve the wire-level AWS simulator (EC2, SSM, EKS, Secrets Manager) on loopback"},
+	{Name: "cleanup", Summary: "after cdk destroy: terminate the instances and delete the launch templates Joiner launched for a cluster"},
 }
 
 // RunSummary is the summary of the RunCommands entry called name.

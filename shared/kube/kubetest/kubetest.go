@@ -90,7 +90,18 @@ func RepoRoot() (string, error) {
 }
 
 // Start starts a control plane with deploy/crds installed.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return StartWith(Options{}) }
+
+// Options change how StartWith configures the control plane.
+type Options struct {
+	// ServiceAccountIssuer is kube-apiserver's --service-account-issuer, the "iss" of
+	// the service-account tokens it issues; empty keeps envtest's. An IAM OIDC
+	// provider (IRSA) needs an https URL without a port.
+	ServiceAccountIssuer string
+}
+
+// StartWith starts a control plane with deploy/crds installed, configured by opts.
+func StartWith(opts Options) (*Env, error) {
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -104,6 +115,9 @@ func Start() (*Env, error) {
 		CRDDirectoryPaths:       []string{filepath.Join(root, "deploy", "crds")},
 		ErrorIfCRDPathMissing:   true,
 		ControlPlaneStopTimeout: 30 * time.Second,
+	}
+	if opts.ServiceAccountIssuer != "" {
+		te.ControlPlane.GetAPIServer().Configure().Set("service-account-issuer", opts.ServiceAccountIssuer)
 	}
 	cfg, err := te.Start()
 	if err != nil {

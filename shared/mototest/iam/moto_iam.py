@@ -1,0 +1,624 @@
+"""moto_server whose IAM enforcement evaluates resources and conditions.
+
+moto 5.2 enforces IAM when INITIAL_NO_AUTH_ACTION_COUNT (or POST /moto-api/reset-auth)
+says so, but it evaluates a policy's Action only: every EC2, SSM, Secrets Manager, EKS
+and EventBridge request is checked against the resource "*" (so a statement naming
+instance ARNs never matches), Condition blocks are ignored, resource policies are not
+read, and an unsigned AssumeRoleWithWebIdentity crashes the request. A least-privilege
+role is then refused everything it is granted.
+
+This launcher runs moto_server unchanged except for that decision, for callers that
+are assumed roles (the credentials a Lambda function or an IRSA pod gets):
+
+  * each request is mapped to the authorization checks AWS documents for it: action,
+    resource ARN and condition keys (aws:RequestTag/*, aws:TagKeys, aws:ResourceTag/*
+    read from moto's state, ec2:CreateAction, iam:PassedToService, events:source,
+    events:detail-type, aws:PrincipalArn), one check per resource the call touches
+    (CreateFleet: the fleet, instance, volume, network interface, spot request, launch
+    template, subnets, security groups, image; the instance profile's role as
+    iam:PassRole);
+  * each check is evaluated by @cloud-copilot/iam-simulate (evaluate.cjs) against the
+    role's identity policies as moto stores them and, for EventBridge, the bus's
+    resource policy; anything but Allowed refuses the request with the service's
+    error (EC2 UnauthorizedOperation, AccessDeniedException, AccessDenied);
+  * a request this file has no mapping for is refused (fail closed), naming the
+    action, so a new call cannot pass unchecked;
+  * an unsigned AssumeRoleWithWebIdentity is checked as AWS does: the token's issuer
+    must be an OIDC provider registered in moto with the token's audience, and the
+    role's trust policy must allow the provider with the token's sub and aud.
+    The token's signature is not verified (moto has no key discovery).
+
+IAM users (the test harness's administrator) keep moto's own evaluation.
+
+Every decision is appended to $MOTO_IAM_LOG (JSON lines) when set: the tests read it to
+show which calls the deployed roles made and why a refused call was refused.
+
+Usage: python3 moto_iam.py [moto_server arguments]   (JOINER_NODE_MODULES and a node
+binary, $JOINER_NODE or `node` on PATH, are needed for the evaluator.)
+"""
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections import defaultdict
+from typing import Any
+
+from moto import server, settings
+from moto.core import authorization
+from moto.core.exceptions import JsonRESTError, _RESTError
+from moto.ec2.models import ec2_backends
+from moto.events.models import events_backends
+from moto.iam import access_control
+from moto.iam.models import iam_backends
+from moto.secretsmanager.models import secretsmanager_backends
+
+PARTITION = "aws"
+# Stands for the ID of a resource the request creates (AWS authorizes creation
+# against the new resource's ARN).
+NEW = "new"
+
+
+class Refused(Exception):
+    """A check that did not come out Allowed."""
+
+    def __init__(self, check: dict[str, Any], result: str, detail: str = ""):
+        super().__init__(f"{check['action']} on {check['resource']}: {result} {detail}".strip())
+        self.check, self.result, self.detail = check, result, detail
+
+
+class Unmapped(Exception):
+    """A request this file does not know the authorization checks of."""
+
+
+# --- the evaluator process -------------------------------------------------------------
+
+_eval_lock = threading.Lock()
+_eval_proc: subprocess.Popen | None = None
+_eval_seq = 0
+
+
+def _evaluator() -> subprocess.Popen:
+    global _eval_proc
+    if _eval_proc is None or _eval_proc.poll() is not None:
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "evaluate.cjs")
+        node = os.environ.get("JOINER_NODE") or "node"
+        _eval_proc = subprocess.Popen(
+            [node, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+    return _eval_proc
+
+
+def evaluate(request: dict[str, Any]) -> tuple[str, str]:
+    global _eval_seq
+    with _eval_lock:
+        _eval_seq += 1
+        request = dict(request, id=_eval_seq)
+        proc = _evaluator()
+        proc.stdin.write(json.dumps(request) + "\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+    if not line:
+        return "Error", "the evaluator (evaluate.cjs) exited"
+    answer = json.loads(line)
+    return answer.get("result", "Error"), answer.get("detail", "")
+
+
+_log_lock = threading.Lock()
+
+
+def log(entry: dict[str, Any]) -> None:
+    path = os.environ.get("MOTO_IAM_LOG")
+    if not path:
+        return
+    with _log_lock, open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+# --- request parameters ----------------------------------------------------------------
+
+
+def flat(data: dict[str, Any]) -> dict[str, str]:
+    """A query-protocol request's parameters, one value each."""
+    out = {}
+    for k, v in data.items():
+        out[k] = v[0] if isinstance(v, list) and v else v
+    return out
+
+
+def members(q: dict[str, str], prefix: str) -> list[dict[str, str]]:
+    """The numbered members prefix.N.* of a query request, in order, each as its
+    sub-keys (prefix.N.Key -> Key; prefix.N -> "")."""
+    groups: dict[int, dict[str, str]] = defaultdict(dict)
+    p = prefix + "."
+    for k, v in q.items():
+        if not k.startswith(p):
+            continue
+        n, _, rest = k[len(p):].partition(".")
+        if n.isdigit():
+            groups[int(n)][rest] = v
+    return [groups[n] for n in sorted(groups)]
+
+
+def values(q: dict[str, str], prefix: str) -> list[str]:
+    return [m[""] for m in members(q, prefix) if "" in m]
+
+
+def query_tags(m: dict[str, str], prefix: str) -> dict[str, str]:
+    return {t["Key"]: t.get("Value", "") for t in members(m, prefix) if "Key" in t}
+
+
+def tag_specs(q: dict[str, str], prefix: str = "TagSpecification") -> dict[str, dict[str, str]]:
+    """TagSpecification.N.{ResourceType,Tag.M.Key,Tag.M.Value} by resource type."""
+    out: dict[str, dict[str, str]] = {}
+    for spec in members(q, prefix):
+        out.setdefault(spec.get("ResourceType", ""), {}).update(query_tags(spec, "Tag"))
+    return out
+
+
+def request_tags(tags: dict[str, str] | None) -> dict[str, Any]:
+    if not tags:
+        return {}
+    ctx: dict[str, Any] = {"aws:RequestTag/" + k: v for k, v in tags.items()}
+    ctx["aws:TagKeys"] = sorted(tags)
+    return ctx
+
+
+def resource_tags(tags: dict[str, str] | None) -> dict[str, Any]:
+    return {"aws:ResourceTag/" + k: v for k, v in (tags or {}).items()}
+
+
+# --- mapping requests to checks --------------------------------------------------------
+
+
+class Request:
+    def __init__(self, iam_request: Any, principal_arn: str, role_arn: str):
+        self.r = iam_request
+        self.account = iam_request.account_id
+        self.region = iam_request._region
+        self.service, _, self.name = iam_request._action.partition(":")
+        self.principal_arn = principal_arn
+        self.role_arn = role_arn
+        self.checks: list[dict[str, Any]] = []
+
+    def query(self) -> dict[str, str]:
+        return flat(self.r._data)
+
+    def json(self) -> dict[str, Any]:
+        body = self.r._body
+        if isinstance(body, bytes):
+            body = body.decode("utf-8")
+        return json.loads(body or "{}")
+
+    def arn(self, service: str, resource: str, account: str | None = None) -> str:
+        acct = self.account if account is None else account
+        region = "" if service == "iam" else self.region
+        return f"arn:{PARTITION}:{service}:{region}:{acct}:{resource}"
+
+    def check(self, action: str, resource: str, context: dict[str, Any] | None = None,
+              resource_policy: dict[str, Any] | None = None) -> None:
+        ctx = {"aws:PrincipalArn": self.role_arn, "aws:PrincipalAccount": self.account}
+        ctx.update(context or {})
+        self.checks.append({"action": action, "resource": resource, "context": ctx,
+                            "resourcePolicy": resource_policy})
+
+
+def ec2_backend(req: Request) -> Any:
+    return ec2_backends[req.account][req.region]
+
+
+EC2_PREFIXES = {
+    "i-": "instance", "vol-": "volume", "lt-": "launch-template", "eni-": "network-interface",
+    "sir-": "spot-instances-request", "fleet-": "fleet", "ami-": "image", "sg-": "security-group",
+    "subnet-": "subnet", "snap-": "snapshot", "vpc-": "vpc",
+}
+
+
+def ec2_arn(req: Request, resource_id: str) -> str:
+    for prefix, kind in EC2_PREFIXES.items():
+        if resource_id.startswith(prefix):
+            if kind in ("image", "snapshot"):
+                return req.arn("ec2", f"{kind}/{resource_id}", account="")
+            return req.arn("ec2", f"{kind}/{resource_id}")
+    raise Unmapped(f"EC2 resource ID {resource_id!r} of an unknown type")
+
+
+def ec2_tags(req: Request, resource_id: str) -> dict[str, str]:
+    return dict(ec2_backend(req).tags.get(resource_id, {}))
+
+
+def launch_template(req: Request, spec: dict[str, str], prefix: str = "") -> Any:
+    be = ec2_backend(req)
+    if spec.get(prefix + "LaunchTemplateId"):
+        return be.get_launch_template(spec[prefix + "LaunchTemplateId"])
+    if spec.get(prefix + "LaunchTemplateName"):
+        return be.get_launch_template_by_name(spec[prefix + "LaunchTemplateName"])
+    return None
+
+
+def template_version(lt: Any, version: str | None) -> dict[str, Any]:
+    if version in (None, "", "$Default"):
+        return lt.default_version().data
+    if version == "$Latest":
+        return lt.latest_version().data
+    return lt.get_version(int(version)).data
+
+
+def lt_tag_specs(data: dict[str, Any]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    specs = data.get("TagSpecifications") or data.get("TagSpecification") or []
+    for spec in specs:
+        tags = spec.get("Tags") or spec.get("Tag") or []
+        out.setdefault(spec.get("ResourceType", ""), {}).update(
+            {t["Key"]: t.get("Value", "") for t in tags})
+    return out
+
+
+def lt_security_groups(data: dict[str, Any]) -> list[str]:
+    groups = list(data.get("SecurityGroupIds") or data.get("SecurityGroupId") or [])
+    for ni in data.get("NetworkInterfaces") or data.get("NetworkInterface") or []:
+        groups += list(ni.get("Groups") or ni.get("SecurityGroupId") or [])
+    return groups
+
+
+def profile_roles(req: Request, profile: dict[str, Any] | None) -> list[str]:
+    """The role ARNs of an instance profile named in a launch request."""
+    if not profile:
+        return []
+    iam = iam_backends[req.account][PARTITION]
+    if profile.get("Arn"):
+        ip = iam.get_instance_profile_by_arn(profile["Arn"])
+    elif profile.get("Name"):
+        ip = iam.get_instance_profile(profile["Name"])
+    else:
+        return []
+    return [r.arn for r in ip.roles]
+
+
+def launch_checks(req: Request, create_action: str, own: dict[str, dict[str, str]],
+                  templates: list[tuple[Any, dict[str, Any]]], subnets: list[str], images: list[str],
+                  groups: list[str], spot: bool, profile: dict[str, Any] | None) -> None:
+    """The checks of RunInstances or CreateFleet: the resources created (with the tags
+    the request and its launch templates put on them), those referenced, and the
+    instance profile's role passed to EC2."""
+    created = {k: dict() for k in ("instance", "volume", "network-interface")}
+    if spot:
+        created["spot-instances-request"] = {}
+    if create_action == "CreateFleet":
+        created["fleet"] = {}
+    for _, data in templates:
+        for kind, tags in lt_tag_specs(data).items():
+            if kind in created:
+                created[kind].update(tags)
+    for kind, tags in own.items():
+        if kind in created:
+            created[kind].update(tags)
+    for kind, tags in sorted(created.items()):
+        action = "ec2:CreateFleet" if kind == "fleet" else "ec2:RunInstances"
+        arn = req.arn("ec2", f"{kind}/{NEW}")
+        req.check(action, arn, request_tags(tags))
+        if tags:
+            req.check("ec2:CreateTags", arn, {**request_tags(tags), "ec2:CreateAction": create_action})
+    for lt, _ in templates:
+        arn = req.arn("ec2", f"launch-template/{lt.id}")
+        for action in ("ec2:RunInstances", "ec2:CreateFleet") if create_action == "CreateFleet" else ("ec2:RunInstances",):
+            req.check(action, arn, resource_tags(ec2_tags(req, lt.id)))
+    for rid in sorted(set(subnets) | set(groups)):
+        req.check("ec2:RunInstances", ec2_arn(req, rid), resource_tags(ec2_tags(req, rid)))
+    for image in sorted(set(images)):
+        req.check("ec2:RunInstances", ec2_arn(req, image))
+    for role in profile_roles(req, profile):
+        req.check("iam:PassRole", role, {"iam:PassedToService": "ec2.amazonaws.com"})
+
+
+def ec2_checks(req: Request) -> None:
+    q = req.query()
+    name = req.name
+    if name.startswith(("Describe", "Get")):
+        req.check("ec2:" + name, "*")
+        return
+    if name == "CreateLaunchTemplate":
+        tags = tag_specs(q).get("launch-template", {})
+        arn = req.arn("ec2", f"launch-template/{NEW}")
+        req.check("ec2:CreateLaunchTemplate", arn, request_tags(tags))
+        if tags:
+            req.check("ec2:CreateTags", arn, {**request_tags(tags), "ec2:CreateAction": "CreateLaunchTemplate"})
+        return
+    if name == "CreateFleet":
+        templates, subnets, images = [], [], []
+        for cfg in members(q, "LaunchTemplateConfigs"):
+            lt = launch_template(req, cfg, "LaunchTemplateSpecification.")
+            if lt is None:
+                raise Unmapped("CreateFleet launch template config without a template")
+            data = template_version(lt, cfg.get("LaunchTemplateSpecification.Version"))
+            templates.append((lt, data))
+            overrides = members(cfg, "Overrides")
+            subnets += [o["SubnetId"] for o in overrides if o.get("SubnetId")]
+            images += [o["ImageId"] for o in overrides if o.get("ImageId")]
+            if data.get("ImageId") and not any(o.get("ImageId") for o in overrides):
+                images.append(data["ImageId"])
+        groups = [g for _, d in templates for g in lt_security_groups(d)]
+        spot = q.get("TargetCapacitySpecification.DefaultTargetCapacityType") == "spot"
+        profile = next((d.get("IamInstanceProfile") for _, d in templates if d.get("IamInstanceProfile")), None)
+        launch_checks(req, "CreateFleet", tag_specs(q), templates, subnets, images, groups, spot, profile)
+        return
+    if name == "RunInstances":
+        templates = []
+        lt = launch_template(req, q, "LaunchTemplate.")
+        if lt is not None:
+            templates.append((lt, template_version(lt, q.get("LaunchTemplate.Version"))))
+        data = templates[0][1] if templates else {}
+        images = [q.get("ImageId") or data.get("ImageId")] if (q.get("ImageId") or data.get("ImageId")) else []
+        subnets = [q["SubnetId"]] if q.get("SubnetId") else []
+        groups = values(q, "SecurityGroupId") + lt_security_groups(data)
+        spot = q.get("InstanceMarketOptions.MarketType") == "spot"
+        profile = None
+        if q.get("IamInstanceProfile.Arn") or q.get("IamInstanceProfile.Name"):
+            profile = {"Arn": q.get("IamInstanceProfile.Arn"), "Name": q.get("IamInstanceProfile.Name")}
+        else:
+            profile = data.get("IamInstanceProfile")
+        launch_checks(req, "RunInstances", tag_specs(q), templates, subnets, images, groups, spot, profile)
+        return
+    if name in ("CreateTags", "DeleteTags"):
+        tags = query_tags(q, "Tag")
+        for rid in values(q, "ResourceId"):
+            ctx = resource_tags(ec2_tags(req, rid))
+            ctx.update(request_tags(tags) if name == "CreateTags" else {"aws:TagKeys": sorted(tags)})
+            req.check("ec2:" + name, ec2_arn(req, rid), ctx)
+        return
+    if name in ("TerminateInstances", "StopInstances", "StartInstances", "RebootInstances", "ModifyInstanceAttribute"):
+        ids = values(q, "InstanceId") or ([q["InstanceId"]] if q.get("InstanceId") else [])
+        for iid in ids:
+            req.check("ec2:" + name, ec2_arn(req, iid), resource_tags(ec2_tags(req, iid)))
+        return
+    if name in ("DeleteLaunchTemplate", "CreateLaunchTemplateVersion", "ModifyLaunchTemplate"):
+        lt = launch_template(req, q)
+        if lt is None:
+            raise Unmapped(f"{name} without a launch template ID or name")
+        req.check("ec2:" + name, req.arn("ec2", f"launch-template/{lt.id}"), resource_tags(ec2_tags(req, lt.id)))
+        return
+    raise Unmapped(f"ec2:{name}")
+
+
+def ssm_parameter_arn(req: Request, name: str) -> str:
+    path = name if name.startswith("/") else "/" + name
+    # AWS's public parameters (AMI IDs) belong to no account.
+    account = "" if path.startswith("/aws/service/") else None
+    return req.arn("ssm", "parameter" + path, account=account)
+
+
+def ssm_checks(req: Request) -> None:
+    body = req.json()
+    if req.name in ("GetParameter", "GetParameters", "PutParameter", "DeleteParameter", "GetParameterHistory"):
+        for n in body.get("Names") or [body.get("Name")]:
+            req.check("ssm:" + req.name, ssm_parameter_arn(req, n))
+        return
+    if req.name == "GetParametersByPath":
+        req.check("ssm:" + req.name, ssm_parameter_arn(req, body.get("Path", "/")))
+        return
+    raise Unmapped(f"ssm:{req.name}")
+
+
+def secretsmanager_checks(req: Request) -> None:
+    body = req.json()
+    if req.name in ("GetSecretValue", "DescribeSecret"):
+        sid = body.get("SecretId", "")
+        be = secretsmanager_backends[req.account][req.region]
+        try:
+            secret = be.describe_secret(sid)
+            arn, tags = secret.arn, {t["Key"]: t["Value"] for t in (secret.tags or [])}
+        except Exception:  # not found: moto answers ResourceNotFoundException after the check
+            arn, tags = (sid if sid.startswith("arn:") else req.arn("secretsmanager", f"secret:{sid}")), {}
+        req.check("secretsmanager:" + req.name, arn, resource_tags(tags))
+        return
+    raise Unmapped(f"secretsmanager:{req.name}")
+
+
+def events_checks(req: Request) -> None:
+    body = req.json()
+    if req.name != "PutEvents":
+        raise Unmapped(f"events:{req.name}")
+    be = events_backends[req.account][req.region]
+    # AWS authorizes each entry: its bus, source and detail-type.
+    for entry in body.get("Entries", []):
+        bus_name = entry.get("EventBusName") or "default"
+        if bus_name.startswith("arn:"):
+            bus_name = bus_name.split("/", 1)[1]
+        bus = be.event_buses.get(bus_name)
+        policy = json.loads(bus.policy) if bus is not None and bus.policy else None
+        req.check("events:PutEvents", req.arn("events", f"event-bus/{bus_name}"),
+                  {"events:source": entry.get("Source", ""), "events:detail-type": entry.get("DetailType", "")},
+                  resource_policy=policy)
+
+
+def eks_checks(req: Request) -> None:
+    path = req.r._path.split("?")[0].strip("/").split("/")
+    if req.name == "DescribeCluster" and len(path) >= 2 and path[0] == "clusters":
+        req.check("eks:DescribeCluster", req.arn("eks", f"cluster/{path[1]}"))
+        return
+    raise Unmapped(f"eks:{req.name}")
+
+
+def iam_checks(req: Request) -> None:
+    q = req.query()
+    iam = iam_backends[req.account][PARTITION]
+    name = req.name
+    profile_actions = ("GetInstanceProfile", "CreateInstanceProfile", "DeleteInstanceProfile",
+                       "AddRoleToInstanceProfile", "RemoveRoleFromInstanceProfile",
+                       "TagInstanceProfile", "UntagInstanceProfile")
+    if name in profile_actions:
+        pname = q.get("InstanceProfileName", "")
+        try:
+            ip = iam.get_instance_profile(pname)
+            arn, tags = ip.arn, {t["Key"]: t["Value"] for t in ip.tags.values()} if isinstance(ip.tags, dict) else {}
+        except Exception:
+            arn, tags = req.arn("iam", "instance-profile" + q.get("Path", "/") + pname), {}
+        ctx = resource_tags(tags)
+        if name == "CreateInstanceProfile":
+            ctx.update(request_tags(query_tags(q, "Tags.member")))
+        if name == "TagInstanceProfile":
+            ctx.update(request_tags(query_tags(q, "Tags.member")))
+        req.check("iam:" + name, arn, ctx)
+        if name == "AddRoleToInstanceProfile" and q.get("RoleName"):
+            role = iam.get_role(q["RoleName"])
+            req.check("iam:PassRole", role.arn, {"iam:PassedToService": "ec2.amazonaws.com"})
+        return
+    if name in ("GetRole",):
+        req.check("iam:GetRole", req.arn("iam", "role/" + q.get("RoleName", "")))
+        return
+    if name in ("ListInstanceProfiles", "ListInstanceProfilesForRole"):
+        req.check("iam:" + name, "*")
+        return
+    raise Unmapped(f"iam:{name}")
+
+
+CHECKS = {
+    "ec2": ec2_checks,
+    "ssm": ssm_checks,
+    "secretsmanager": secretsmanager_checks,
+    "events": events_checks,
+    "eks": eks_checks,
+    "iam": iam_checks,
+}
+
+
+# --- the errors AWS answers with -------------------------------------------------------
+
+
+class UnauthorizedOperation(_RESTError):
+    code = 403
+
+    def __init__(self, message: str):
+        super().__init__("UnauthorizedOperation", message)
+
+
+class AccessDeniedXML(_RESTError):
+    code = 403
+
+    def __init__(self, message: str):
+        super().__init__("AccessDenied", message)
+
+
+class AccessDeniedJSON(JsonRESTError):
+    code = 400
+
+    def __init__(self, message: str):
+        super().__init__("AccessDeniedException", message)
+
+
+def refuse(service: str, message: str) -> Exception:
+    if service == "ec2":
+        return UnauthorizedOperation(message)
+    if service in ("iam", "sts"):
+        return AccessDeniedXML(message)
+    return AccessDeniedJSON(message)
+
+
+# --- the hooks -------------------------------------------------------------------------
+
+_moto_check_action_permitted = access_control.IAMRequest.check_action_permitted
+
+
+def check_action_permitted(self: Any, resource: str) -> None:
+    key = self._access_key
+    if self._action == "sts:GetCallerIdentity" or not isinstance(key, access_control.AssumedRoleAccessKey):
+        return _moto_check_action_permitted(self, resource)
+    iam = iam_backends[self.account_id][PARTITION]
+    role = iam.get_role(key._owner_role_name)
+    req = Request(self, key.arn, role.arn)
+    entry: dict[str, Any] = {"principal": key.arn, "role": role.arn, "request": self._action}
+    service = req.service
+    try:
+        fn = CHECKS.get(service)
+        if fn is None:
+            raise Unmapped(self._action)
+        fn(req)
+        policies = [access_control.IAMPolicy(p)._policy_json for p in key.collect_policies()]
+        entry["checks"] = []
+        for c in req.checks:
+            result, detail = evaluate({
+                "principal": key.arn, "action": c["action"], "resource": c["resource"], "accountId": self.account_id,
+                "context": c["context"], "identityPolicies": policies, "resourcePolicy": c["resourcePolicy"],
+            })
+            entry["checks"].append({"action": c["action"], "resource": c["resource"], "context": c["context"], "result": result})
+            if result != "Allowed":
+                raise Refused(c, result, detail)
+        entry["result"] = "Allowed"
+        log(entry)
+    except Unmapped as e:
+        entry.update(result="Unmapped", detail=str(e))
+        log(entry)
+        raise refuse(service, f"moto_iam.py has no authorization mapping for {e}; refused so that no call passes unchecked")
+    except Refused as e:
+        entry.update(result=e.result, refused=e.check, detail=e.detail)
+        log(entry)
+        raise refuse(service, f"User: {key.arn} is not authorized to perform: {e.check['action']} on resource: "
+                              f"{e.check['resource']} ({e.result}{': ' + e.detail if e.detail else ''})")
+
+
+_moto_authenticate = authorization.ActionAuthenticatorMixin._authenticate_and_authorize_action
+
+
+def _enforcing() -> bool:
+    return authorization.ActionAuthenticatorMixin.request_count >= settings.INITIAL_NO_AUTH_ACTION_COUNT
+
+
+def _b64json(part: str) -> dict[str, Any]:
+    return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+
+
+def check_web_identity(self: Any) -> None:
+    q = flat(self.querystring)
+    account = self.current_account
+    iam = iam_backends[account][PARTITION]
+    role_arn = q.get("RoleArn", "")
+    entry: dict[str, Any] = {"principal": "web-identity", "request": "sts:AssumeRoleWithWebIdentity", "role": role_arn}
+    try:
+        claims = _b64json(q.get("WebIdentityToken", "").split(".")[1])
+        issuer = claims["iss"].removeprefix("https://")
+        aud = claims["aud"][0] if isinstance(claims["aud"], list) else claims["aud"]
+        provider = f"arn:{PARTITION}:iam::{account}:oidc-provider/{issuer}"
+        if provider not in iam.open_id_providers:
+            raise Refused({"action": "sts:AssumeRoleWithWebIdentity", "resource": role_arn}, "InvalidIdentityToken",
+                          f"no OpenIDConnect provider {provider}")
+        if aud not in iam.open_id_providers[provider].client_id_list:
+            raise Refused({"action": "sts:AssumeRoleWithWebIdentity", "resource": role_arn}, "InvalidIdentityToken",
+                          f"audience {aud} is not a client ID of {provider}")
+        trust = json.loads(iam.get_role_by_arn(role_arn).assume_role_policy_document)
+        # iam-simulate only knows OIDC condition keys whose provider has no "/"; every
+        # IRSA issuer has a path. The same alias on both sides changes nothing.
+        alias = issuer.replace("/", ".")
+        trust = json.loads(json.dumps(trust).replace(issuer + ":", alias + ":"))
+        context = {alias + ":sub": claims.get("sub", ""), alias + ":aud": aud}
+        result, detail = evaluate({"principal": provider, "action": "sts:AssumeRoleWithWebIdentity", "resource": role_arn,
+                                   "accountId": account, "context": context, "identityPolicies": [], "resourcePolicy": trust})
+        entry.update(result=result, context={issuer + ":sub": claims.get("sub", ""), issuer + ":aud": aud})
+        log(entry)
+        if result != "Allowed":
+            raise Refused({"action": "sts:AssumeRoleWithWebIdentity", "resource": role_arn}, result, detail)
+    except Refused as e:
+        if "result" not in entry:
+            entry.update(result=e.result, detail=e.detail)
+            log(entry)
+        raise AccessDeniedXML(f"Not authorized to perform sts:AssumeRoleWithWebIdentity on {role_arn} ({e.result}: {e.detail})")
+    except (KeyError, IndexError, ValueError) as e:
+        entry.update(result="InvalidIdentityToken", detail=str(e))
+        log(entry)
+        raise AccessDeniedXML(f"invalid web identity token: {e}")
+
+
+def authenticate_and_authorize(self: Any, iam_request_cls: type, resource: str = "*") -> None:
+    if _enforcing() and self._get_action() == "AssumeRoleWithWebIdentity" and "Authorization" not in self.headers:
+        # Unsigned in AWS too: the token is the credential.
+        check_web_identity(self)
+        return
+    _moto_authenticate(self, iam_request_cls, resource)
+
+
+access_control.IAMRequest.check_action_permitted = check_action_permitted
+authorization.ActionAuthenticatorMixin._authenticate_and_authorize_action = authenticate_and_authorize
+
+if __name__ == "__main__":
+    server.main(sys.argv[1:])
