@@ -274,8 +274,8 @@ func (d *Deps) waitReady(ctx context.Context, got []launched) error {
 		if err != nil {
 			return err
 		}
-		if _, err := d.Cluster.Reconcile(ctx, st, terminator{d.Cloud}); err != nil {
-			return err
+		if rep := d.advance(ctx, st); len(rep.Errors) > 0 {
+			return errors.Join(rep.Errors...)
 		}
 		if st, err = d.Cluster.ReadState(ctx); err != nil {
 			return err

@@ -196,8 +196,8 @@ func (d *Deps) interrupt(ctx context.Context, st *kube.ClusterState, id string, 
 			return "", err
 		}
 		if st2, err := d.Cluster.ReadState(ctx); err == nil {
-			if _, err := d.Cluster.Reconcile(ctx, st2, terminator{d.Cloud}); err != nil {
-				d.log().Warn("reconcile after delete", "error", err.Error())
+			if rep := d.advance(ctx, st2); len(rep.Errors) > 0 {
+				d.log().Warn("reconcile after delete", "error", errors.Join(rep.Errors...).Error())
 			}
 		}
 		sum.NodesTerminated = append(sum.NodesTerminated, nc.Name)

@@ -11,6 +11,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/events"
 	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
+	"github.com/joiner-autoscaler/joiner/shared/lifecycle"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
 
@@ -99,10 +100,7 @@ func (d *Deps) readReconciled(ctx context.Context) (*kube.ClusterState, error) {
 	if d.Config.DryRun {
 		return st, nil
 	}
-	rep, err := d.Cluster.Reconcile(ctx, st, terminator{d.Cloud})
-	if rep == nil {
-		return nil, fmt.Errorf("reconcile NodeClaims: %w", err)
-	}
+	rep := d.advance(ctx, st)
 	// One NodeClaim's (or the NodePool status's) failure must not stop the
 	// decision: the next invocation reconciles it again.
 	for _, e := range rep.Errors {
@@ -116,6 +114,12 @@ func (d *Deps) readReconciled(ctx context.Context) (*kube.ClusterState, error) {
 		return nil, fmt.Errorf("read cluster: %w", err)
 	}
 	return st, nil
+}
+
+// advance decides the NodeClaim lifecycle transitions due on st and writes them.
+func (d *Deps) advance(ctx context.Context, st *kube.ClusterState) *kube.ReconcileReport {
+	trs := lifecycle.Decide(lifecycle.Input{Now: d.now(), NodeClaims: st.NodeClaims, Nodes: st.AllNodes})
+	return d.Cluster.Advance(ctx, st, trs, terminator{d.Cloud})
 }
 
 func (d *Deps) reportUnschedulable(ctx context.Context, st *kube.ClusterState, plan *packer.Plan) {

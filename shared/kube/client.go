@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/lifecycle"
 )
 
 // Cluster is what Joiner's handlers call on Kubernetes. *Client implements it; handler
@@ -27,9 +28,9 @@ type Cluster interface {
 	Annotate(ctx context.Context, kind, name string, annotations map[string]string) error
 	// SetEmpty records whether a NodeClaim's node is empty (the Empty condition).
 	SetEmpty(ctx context.Context, name string, empty bool, at time.Time) error
-	// Reconcile advances every NodeClaim of st (registration, initialization,
-	// timeouts, finalization) and the NodePools' status.
-	Reconcile(ctx context.Context, st *ClusterState, term InstanceTerminator) (*ReconcileReport, error)
+	// Advance writes lifecycle transitions decided on st (registration,
+	// initialization, timeouts, finalization) and the NodePools' status.
+	Advance(ctx context.Context, st *ClusterState, trs []lifecycle.Transition, term InstanceTerminator) *ReconcileReport
 	// BeginDisruption taints a Joiner-launched node karpenter.sh/disrupted:NoSchedule.
 	BeginDisruption(ctx context.Context, st *ClusterState, nodeName string, opts DisruptOptions) (*Disruption, error)
 	// ClearStaleDisruptions removes disruption taints no running disruption owns.
@@ -59,12 +60,6 @@ type Options struct {
 	Now func() time.Time
 	// Log receives structured logs (slog.Default() when nil).
 	Log *slog.Logger
-	// RegistrationTimeout is how long a launched NodeClaim may wait for its Node
-	// (DefaultRegistrationTimeout when 0).
-	RegistrationTimeout time.Duration
-	// LaunchTimeout is how long a NodeClaim may stay unlaunched before it is taken
-	// for the leftover of a crashed invocation (DefaultLaunchTimeout when 0).
-	LaunchTimeout time.Duration
 	// Sleep waits between drain rounds; nil sleeps for real. Replay passes its
 	// simulated clock's, so a drain held by a PodDisruptionBudget spends simulated
 	// time, not wall time.
@@ -90,12 +85,6 @@ func New(clients *Clients, opts Options) *Client {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
-	}
-	if opts.RegistrationTimeout <= 0 {
-		opts.RegistrationTimeout = DefaultRegistrationTimeout
-	}
-	if opts.LaunchTimeout <= 0 {
-		opts.LaunchTimeout = DefaultLaunchTimeout
 	}
 	if opts.Sleep == nil {
 		opts.Sleep = sleep

@@ -35,6 +35,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kube/kubetest"
+	"github.com/joiner-autoscaler/joiner/shared/lifecycle"
 )
 
 func TestMain(m *testing.M) {
@@ -300,7 +301,7 @@ func TestNodeClaimLifecycle(t *testing.T) {
 		t.Fatalf("initialized without its GPU: %v", rep.Initialized)
 	}
 	nc, _ = getClaim(t, dyn, nc.Name)
-	if cd := condition(nc, karpenter.ConditionInitialized); cd.Reason != kube.ReasonResourceNotRegistered || !strings.Contains(cd.Message, "nvidia.com/gpu") {
+	if cd := condition(nc, karpenter.ConditionInitialized); cd.Reason != lifecycle.ReasonResourceNotRegistered || !strings.Contains(cd.Message, "nvidia.com/gpu") {
 		t.Errorf("Initialized while the GPU is missing: %+v", cd)
 	}
 	if st, _ = reconcile(t, c, term); !inFlight(st, nc.Name) || inNodes(st, node.Name) {

@@ -6,26 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
-)
-
-// Lifecycle timeouts (Karpenter's registration TTL is 15 minutes).
-const (
-	DefaultRegistrationTimeout = 15 * time.Minute
-	DefaultLaunchTimeout       = 5 * time.Minute
+	"github.com/joiner-autoscaler/joiner/shared/lifecycle"
 )
 
 // Well-known node labels written on a launched NodeClaim (and so on its Node).
@@ -40,9 +32,6 @@ const (
 	ReasonLaunchFailedCondition = "LaunchFailed"
 	ReasonNodeNotFound          = "NodeNotFound"
 	ReasonNotLaunched           = "NotLaunched"
-	ReasonNodeNotReady          = "NodeNotReady"
-	ReasonStartupTaintsExist    = "StartupTaintsExist"
-	ReasonResourceNotRegistered = "ResourceNotRegistered"
 	ReasonUnhealthyDependents   = "UnhealthyDependents"
 	ReasonReconcilingDependents = "ReconcilingDependents"
 )
@@ -284,7 +273,7 @@ func setReady(conds *[]metav1.Condition, now time.Time, gen int64) {
 	setCond(conds, karpenter.ConditionReady, status, reason, msg, now, gen)
 }
 
-// ReconcileReport says what Reconcile did, by NodeClaim name.
+// ReconcileReport says what Advance did, by NodeClaim name.
 type ReconcileReport struct {
 	Registered  []string
 	Initialized []string
@@ -299,34 +288,38 @@ type ReconcileReport struct {
 }
 
 // Reconcile advances the lifecycle of every NodeClaim in st, as Karpenter's controllers
-// would: registration when a Node with the providerID appears, initialization when it
-// is Ready with its extended resources, removal after the registration timeout, and
-// finalization (drain, terminate, delete node, drop finalizer) of deleted NodeClaims;
-// then it writes each NodePool's resources in use. One NodeClaim's failure does not
-// stop the others.
+// would: it decides the transitions due now (lifecycle.Decide) and writes them (Advance).
 func (c *Client) Reconcile(ctx context.Context, st *ClusterState, term InstanceTerminator) (*ReconcileReport, error) {
+	rep := c.Advance(ctx, st, lifecycle.Decide(lifecycle.Input{Now: c.now(), NodeClaims: st.NodeClaims, Nodes: st.AllNodes}), term)
+	return rep, errors.Join(rep.Errors...)
+}
+
+// Advance writes lifecycle transitions decided on st, in order: registration,
+// initialization, removal after a timeout or the loss of the Node, and finalization
+// (drain, terminate, delete node, drop finalizer) of deleted NodeClaims; then it
+// writes each NodePool's resources in use. One NodeClaim's failure does not stop
+// the others (its own later transitions are skipped).
+func (c *Client) Advance(ctx context.Context, st *ClusterState, trs []lifecycle.Transition, term InstanceTerminator) *ReconcileReport {
 	rep := &ReconcileReport{}
-	nodeByProvider := map[string]*corev1.Node{}
-	for _, n := range st.AllNodes {
-		if n.Spec.ProviderID != "" {
-			nodeByProvider[n.Spec.ProviderID] = n
+	failed := map[string]bool{}
+	// registered holds the Nodes as registering them left them, for the
+	// initialization that follows.
+	registered := map[string]*corev1.Node{}
+	var last *karpenter.NodeClaim
+	for _, t := range trs {
+		nc := t.NodeClaim
+		if nc != last {
+			if ctx.Err() != nil {
+				break
+			}
+			last = nc
 		}
-	}
-	now := c.now()
-	for _, nc := range st.NodeClaims {
-		if ctx.Err() != nil {
-			break
-		}
-		node := nodeByProvider[nc.Status.ProviderID]
-		if nc.Status.ProviderID == "" {
-			node = nil
+		if failed[nc.Name] {
+			continue
 		}
 		var err error
-		switch {
-		case nc.DeletionTimestamp != nil:
-			if !slices.Contains(nc.Finalizers, karpenter.TerminationFinalizer) {
-				continue
-			}
+		switch t.Kind {
+		case lifecycle.Finalize:
 			var done bool
 			done, err = c.finalize(ctx, st, nc, term)
 			if err == nil && done {
@@ -334,64 +327,41 @@ func (c *Client) Reconcile(ctx context.Context, st *ClusterState, term InstanceT
 			} else if err == nil {
 				rep.Draining = append(rep.Draining, nc.Name)
 			}
-		case node != nil && node.DeletionTimestamp != nil && slices.Contains(node.Finalizers, karpenter.TerminationFinalizer):
-			// Someone deleted a Node Karpenter registered (or Karpenter was part-way
-			// through terminating it when it was scaled down): as Karpenter's node
-			// termination controller would, drain it and end its instance and
-			// NodeClaim, then let the Node go.
-			err = c.expire(ctx, nc, term, "Node "+node.Name+" is being deleted")
-			if err == nil {
+		case lifecycle.Expire:
+			err = c.expire(ctx, nc, term, t.Why)
+			if err == nil && t.Cause.Timeout() {
+				rep.TimedOut = append(rep.TimedOut, nc.Name)
+			} else if err == nil {
 				rep.Finalized = append(rep.Finalized, nc.Name)
 			}
-		case !ConditionTrue(nc.Status.Conditions, karpenter.ConditionLaunched):
-			if now.Sub(nc.CreationTimestamp.Time) > c.opts.LaunchTimeout {
-				err = c.expire(ctx, nc, term, fmt.Sprintf("NodeClaim not launched within %s", c.opts.LaunchTimeout))
-				if err == nil {
-					rep.TimedOut = append(rep.TimedOut, nc.Name)
-				}
+		case lifecycle.Register:
+			var node *corev1.Node
+			if node, err = c.register(ctx, nc, t.Node); err == nil {
+				registered[nc.Name] = node
+				rep.Registered = append(rep.Registered, nc.Name)
 			}
-		case node == nil && ConditionTrue(nc.Status.Conditions, karpenter.ConditionRegistered):
-			// Its Node was deleted (the snapshot lists both at one resourceVersion): as
-			// with Karpenter, the NodeClaim and its instance go too.
-			err = c.expire(ctx, nc, term, "Node "+nc.Status.NodeName+" was deleted")
-			if err == nil {
-				rep.Finalized = append(rep.Finalized, nc.Name)
+		case lifecycle.Initialize:
+			node := t.Node
+			if n := registered[nc.Name]; n != nil {
+				node = n
 			}
-		case node == nil:
-			if now.Sub(launchedAt(nc)) > c.opts.RegistrationTimeout {
-				err = c.expire(ctx, nc, term, fmt.Sprintf("Node did not register with the cluster within %s of launch", c.opts.RegistrationTimeout))
-				if err == nil {
-					rep.TimedOut = append(rep.TimedOut, nc.Name)
-				}
+			if err = c.initialize(ctx, nc, node); err == nil {
+				rep.Initialized = append(rep.Initialized, nc.Name)
 			}
+		case lifecycle.AwaitInitialization:
+			err = c.awaitInitialization(ctx, nc, t.Reason, t.Message)
 		default:
-			if !ConditionTrue(nc.Status.Conditions, karpenter.ConditionRegistered) {
-				if node, err = c.register(ctx, nc, node); err == nil {
-					rep.Registered = append(rep.Registered, nc.Name)
-				}
-			}
-			if err == nil && !ConditionTrue(nc.Status.Conditions, karpenter.ConditionInitialized) {
-				var ok bool
-				if ok, err = c.initialize(ctx, nc, node); err == nil && ok {
-					rep.Initialized = append(rep.Initialized, nc.Name)
-				}
-			}
+			err = fmt.Errorf("unknown lifecycle transition %q", t.Kind)
 		}
 		if err != nil {
+			failed[nc.Name] = true
 			rep.Errors = append(rep.Errors, fmt.Errorf("NodeClaim %s: %w", nc.Name, err))
 		}
 	}
 	if err := c.UpdateNodePoolStatus(ctx, st); err != nil {
 		rep.Errors = append(rep.Errors, err)
 	}
-	return rep, errors.Join(rep.Errors...)
-}
-
-func launchedAt(nc *karpenter.NodeClaim) time.Time {
-	if cd := meta.FindStatusCondition(nc.Status.Conditions, karpenter.ConditionLaunched); cd != nil && cd.Status == metav1.ConditionTrue {
-		return cd.LastTransitionTime.Time
-	}
-	return nc.CreationTimestamp.Time
+	return rep
 }
 
 // expire removes a NodeClaim whose instance never became a node, or whose Node was
@@ -417,25 +387,11 @@ func (c *Client) expire(ctx context.Context, nc *karpenter.NodeClaim, term Insta
 	return err
 }
 
-// register syncs the NodeClaim's labels and taints onto its new Node, removes the
-// karpenter.sh/unregistered taint and marks both registered.
+// register syncs the NodeClaim's labels and taints onto its new Node (see
+// lifecycle.ApplyRegistration) and marks the NodeClaim registered.
 func (c *Client) register(ctx context.Context, nc *karpenter.NodeClaim, node *corev1.Node) (*corev1.Node, error) {
 	updated, err := c.patchNode(ctx, node, func(n *corev1.Node) bool {
-		if n.Labels == nil {
-			n.Labels = map[string]string{}
-		}
-		for k, v := range nc.Labels {
-			n.Labels[k] = v
-		}
-		n.Labels[karpenter.NodeClaimLabelKey] = nc.Name
-		n.Labels[karpenter.NodeRegisteredLabelKey] = "true"
-		taints := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == karpenter.UnregisteredTaintKey })
-		for _, t := range append(slices.Clone(nc.Spec.Taints), nc.Spec.StartupTaints...) {
-			if !slices.ContainsFunc(taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) }) {
-				taints = append(taints, t)
-			}
-		}
-		n.Spec.Taints = taints
+		lifecycle.ApplyRegistration(nc, n)
 		return true
 	})
 	if err != nil {
@@ -444,7 +400,7 @@ func (c *Client) register(ctx context.Context, nc *karpenter.NodeClaim, node *co
 	now := c.now()
 	nc.Status.NodeName = updated.Name
 	setCond(&nc.Status.Conditions, karpenter.ConditionRegistered, metav1.ConditionTrue, karpenter.ConditionRegistered, "", now, nc.Generation)
-	setCond(&nc.Status.Conditions, karpenter.ConditionInitialized, metav1.ConditionUnknown, ReasonNodeNotReady, "Node not ready", now, nc.Generation)
+	setCond(&nc.Status.Conditions, karpenter.ConditionInitialized, metav1.ConditionUnknown, lifecycle.ReasonNodeNotReady, lifecycle.NodeNotReadyMessage, now, nc.Generation)
 	setReady(&nc.Status.Conditions, now, nc.Generation)
 	out, err := c.patchNodeClaimStatus(ctx, nc)
 	if err != nil {
@@ -455,34 +411,21 @@ func (c *Client) register(ctx context.Context, nc *karpenter.NodeClaim, node *co
 	return updated, nil
 }
 
-// initialize marks the NodeClaim initialized once its Node is Ready, its startup
-// taints are gone and every extended resource it was launched for (nvidia.com/gpu, ...)
-// is advertised in the Node's allocatable. Until then its capacity stays in-flight.
-func (c *Client) initialize(ctx context.Context, nc *karpenter.NodeClaim, node *corev1.Node) (bool, error) {
-	reason, msg := "", ""
-	switch {
-	case !facts.NodeReady(node):
-		reason, msg = ReasonNodeNotReady, "Node not ready"
-	case hasAnyTaint(node, nc.Spec.StartupTaints):
-		reason, msg = ReasonStartupTaintsExist, "StartupTaints exist on the node"
-	default:
-		if missing := missingResources(nc, node); len(missing) > 0 {
-			reason, msg = ReasonResourceNotRegistered, "Resources "+strings.Join(missing, ", ")+" not registered"
-		}
-	}
+// awaitInitialization records why the NodeClaim is not initialized yet; until it
+// is, its capacity stays in flight.
+func (c *Client) awaitInitialization(ctx context.Context, nc *karpenter.NodeClaim, reason, msg string) error {
 	now := c.now()
-	if reason != "" {
-		if cd := meta.FindStatusCondition(nc.Status.Conditions, karpenter.ConditionInitialized); cd != nil && cd.Reason == reason && cd.Message == msg {
-			return false, nil
-		}
-		setCond(&nc.Status.Conditions, karpenter.ConditionInitialized, metav1.ConditionUnknown, reason, msg, now, nc.Generation)
-		setReady(&nc.Status.Conditions, now, nc.Generation)
-		out, err := c.patchNodeClaimStatus(ctx, nc)
-		if err == nil {
-			*nc = *out
-		}
-		return false, err
+	setCond(&nc.Status.Conditions, karpenter.ConditionInitialized, metav1.ConditionUnknown, reason, msg, now, nc.Generation)
+	setReady(&nc.Status.Conditions, now, nc.Generation)
+	out, err := c.patchNodeClaimStatus(ctx, nc)
+	if err == nil {
+		*nc = *out
 	}
+	return err
+}
+
+// initialize labels the node initialized and marks the NodeClaim initialized.
+func (c *Client) initialize(ctx context.Context, nc *karpenter.NodeClaim, node *corev1.Node) error {
 	if _, err := c.patchNode(ctx, node, func(n *corev1.Node) bool {
 		if n.Labels[karpenter.NodeInitializedLabelKey] == "true" {
 			return false
@@ -493,52 +436,18 @@ func (c *Client) initialize(ctx context.Context, nc *karpenter.NodeClaim, node *
 		n.Labels[karpenter.NodeInitializedLabelKey] = "true"
 		return true
 	}); err != nil {
-		return false, fmt.Errorf("label node %s initialized: %w", node.Name, err)
+		return fmt.Errorf("label node %s initialized: %w", node.Name, err)
 	}
+	now := c.now()
 	setCond(&nc.Status.Conditions, karpenter.ConditionInitialized, metav1.ConditionTrue, karpenter.ConditionInitialized, "", now, nc.Generation)
 	setReady(&nc.Status.Conditions, now, nc.Generation)
 	out, err := c.patchNodeClaimStatus(ctx, nc)
 	if err != nil {
-		return false, err
+		return err
 	}
 	*nc = *out
 	c.normal(ctx, NodeClaimRef(nc), ReasonInitialized, "Initialize", "Node "+node.Name+" initialized")
-	return true, nil
-}
-
-func hasAnyTaint(n *corev1.Node, taints []corev1.Taint) bool {
-	for _, t := range taints {
-		if slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) }) {
-			return true
-		}
-	}
-	return false
-}
-
-// wellKnownResources are always advertised by the kubelet itself.
-var wellKnownResources = map[corev1.ResourceName]bool{
-	corev1.ResourceCPU: true, corev1.ResourceMemory: true, corev1.ResourcePods: true, corev1.ResourceEphemeralStorage: true,
-}
-
-// missingResources lists the extended resources the NodeClaim expects (in its
-// allocatable or requests) that the node does not advertise yet.
-func missingResources(nc *karpenter.NodeClaim, n *corev1.Node) []string {
-	want := map[corev1.ResourceName]bool{}
-	for _, l := range []corev1.ResourceList{nc.Status.Allocatable, nc.Spec.Resources.Requests} {
-		for name, q := range l {
-			if !wellKnownResources[name] && !strings.HasPrefix(string(name), "hugepages-") && q.Sign() > 0 {
-				want[name] = true
-			}
-		}
-	}
-	var missing []string
-	for name := range want {
-		if q, ok := n.Status.Allocatable[name]; !ok || q.Sign() <= 0 {
-			missing = append(missing, string(name))
-		}
-	}
-	sort.Strings(missing)
-	return missing
+	return nil
 }
 
 // finalize completes a deleted NodeClaim: its node is drained (taint, evictions) if it
@@ -683,39 +592,13 @@ func (c *Client) removeFinalizer(ctx context.Context, nc *karpenter.NodeClaim) e
 // live NodeClaims, plus "nodes") when they changed.
 func (c *Client) UpdateNodePoolStatus(ctx context.Context, st *ClusterState) error {
 	var errs []error
-	for _, np := range st.Snapshot.NodePools {
-		res := corev1.ResourceList{}
-		var count int64
-		for _, nc := range st.NodeClaims {
-			if nc.Labels[karpenter.NodePoolLabelKey] != np.Name || nc.DeletionTimestamp != nil {
-				continue
-			}
-			count++
-			addList(res, nc.Status.Capacity)
-		}
-		res[karpenter.ResourceLimitsNodes] = *resource.NewQuantity(count, resource.DecimalSI)
-		if count == np.Status.NodeCount && equalResources(res, np.Status.Resources) {
-			continue
-		}
-		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"resources": res, "nodes": count}})
-		if _, err := c.clients.Dynamic.Resource(NodePoolGVR).Patch(ctx, np.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("update NodePool %s status: %w", np.Name, err))
+	for _, ps := range lifecycle.PoolStatuses(st.Snapshot.NodePools, st.NodeClaims) {
+		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"resources": ps.Resources, "nodes": ps.Nodes}})
+		if _, err := c.clients.Dynamic.Resource(NodePoolGVR).Patch(ctx, ps.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("update NodePool %s status: %w", ps.Name, err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func equalResources(a, b corev1.ResourceList) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		w, ok := b[k]
-		if !ok || v.Cmp(w) != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func deepCopyNodeClaim(nc *karpenter.NodeClaim) *karpenter.NodeClaim {

@@ -144,17 +144,7 @@ func TestPodRequestsInitContainersAndOverhead(t *testing.T) {
 	}
 }
 
-func TestMissingResourcesAndInstanceID(t *testing.T) {
-	nc := claim("c", "aws:///us-east-1a/i-0abc", false)
-	n := node("n", "aws:///us-east-1a/i-0abc")
-	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
-	if got := missingResources(nc, n); len(got) != 1 || got[0] != "nvidia.com/gpu" {
-		t.Errorf("missing %v, want [nvidia.com/gpu]", got)
-	}
-	n.Status.Allocatable[karpenter.ResourceNVIDIAGPU] = resource.MustParse("1")
-	if got := missingResources(nc, n); len(got) != 0 {
-		t.Errorf("missing %v once the device plugin advertised the GPU", got)
-	}
+func TestInstanceID(t *testing.T) {
 	if id := InstanceID("aws:///us-east-1a/i-0abc"); id != "i-0abc" {
 		t.Errorf("InstanceID = %q", id)
 	}
