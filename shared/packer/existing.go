@@ -90,6 +90,26 @@ func (s *solver) addExisting() {
 	}
 }
 
+// claimCapacity is a NodeClaim's reported capacity, else the largest capacity
+// of the instance types it allows.
+func (s *solver) claimCapacity(c *karpenter.NodeClaim) vec {
+	if len(c.Status.Capacity) > 0 {
+		return s.dims.vec(c.Status.Capacity)
+	}
+	var largest vec
+	for _, r := range c.Spec.Requirements {
+		if r.Key != corev1.LabelInstanceTypeStable || r.Operator != corev1.NodeSelectorOpIn {
+			continue
+		}
+		for _, name := range r.Values {
+			if it, ok := s.snap.Catalog.Lookup(name); ok {
+				largest = largest.maxWith(s.dims.vec(catalog.Capacity(it)))
+			}
+		}
+	}
+	return largest
+}
+
 // reservePorts marks host ports as taken on n.
 func (s *solver) reservePorts(n *node, ports []portKey) {
 	for _, pk := range ports {
@@ -153,7 +173,13 @@ func (s *solver) addInFlight(c *karpenter.NodeClaim) {
 		alloc = s.dims.vec(catalog.Allocatable(it, over))
 		capv = s.dims.vec(catalog.CapacityFor(it, over))
 	default:
-		return // nothing says how big it is: it cannot take pods
+		// Nothing says how big it is: it cannot take pods, but it is part of its
+		// pool's limits, at its reported capacity or the largest type it may be.
+		if pool != nil {
+			pool.used = pool.used.add(s.claimCapacity(c))
+			pool.nodes++
+		}
+		return
 	}
 	n := s.newNodeBase(c.Name)
 	n.existing, n.inflight = true, true

@@ -203,11 +203,21 @@ func (s *solver) limitOK(p *poolInfo, delta vec, newNode bool) bool {
 		return false
 	}
 	for i := range delta {
-		if p.limited[i] && p.used[i]+delta[i] > p.limit[i] {
+		if p.limited[i] && p.used[i]+p.reserved[i]+delta[i] > p.limit[i] {
 			return false
 		}
 	}
 	return true
+}
+
+// hasLimits reports whether the pool limits a resource (the node count aside).
+func (p *poolInfo) hasLimits() bool {
+	for _, l := range p.limited {
+		if l {
+			return true
+		}
+	}
+	return false
 }
 
 // open creates a planned node of pool in zone z on candidate idx.

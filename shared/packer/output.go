@@ -147,18 +147,31 @@ func (s *solver) newNode(n *node, pods []string) NewNode {
 	}
 	// Each type appears at most once per capacity type in a zone's candidates, so
 	// filtering on the capacity type leaves no duplicates.
-	fitting := 0
+	fitting, overLimit := 0, 0
 	keepAll := len(n.pool.minVals) > 0
+	limited := n.pool.hasLimits()
 	if !keepAll {
 		nn.Options = s.optionSpace(min(s.opts.MaxOptions, len(cs)-fi))
 	}
+	// A launch may fall back to any option: under limits, only the options that
+	// keep the pool within them even then, with the room each node's options may
+	// take beyond its type reserved in turn (as Karpenter subtracts the largest
+	// option of every NodeClaim it plans from what the limits leave).
+	var beyond vec
 	for i := fi; i < len(cs); i++ {
 		if cs[i].ct != c.ct || !bitSet(n.compat, i) || !n.used.fits(cs[i].avail) {
 			continue
 		}
 		fitting++
+		if limited && !s.limitOK(n.pool, cs[i].cap.sub(c.cap), false) {
+			overLimit++
+			continue
+		}
 		if keepAll || len(nn.Options) < s.opts.MaxOptions {
 			nn.Options = append(nn.Options, cs[i].it.Name)
+			if limited {
+				beyond = beyond.maxWith(cs[i].cap.sub(c.cap))
+			}
 		} else if !s.opts.Explain {
 			break
 		}
@@ -166,6 +179,10 @@ func (s *solver) newNode(n *node, pods []string) NewNode {
 	minValuesNote := s.applyMinValues(n, &nn, fi)
 	if len(nn.Options) > s.opts.MaxOptions && minValuesNote == "" {
 		nn.Options = nn.Options[:s.opts.MaxOptions]
+	}
+	n.pool.reserved = n.pool.reserved.add(beyond)
+	if overLimit > 0 {
+		minValuesNote = fmt.Sprintf("; %d larger type(s) left out of the options: launched instead, they would break the pool's limits", overLimit) + minValuesNote
 	}
 	nn.Requirements = s.requirementsFor(n, nn)
 	if s.opts.Explain {

@@ -57,6 +57,9 @@ type poolInfo struct {
 	limited  [maxDims]bool
 	maxNodes int64 // -1 when unlimited
 	used     vec   // capacity of the pool's existing and planned nodes
+	// reserved is the room new nodes' options may take beyond their types (see
+	// newNode); limitOK counts it as used.
+	reserved vec
 	nodes    int64
 	unusable string
 	overKey  string // its EC2NodeClass's overhead, keyed for Prepared.res

@@ -381,9 +381,33 @@ func (c *checker) inFlightView(nc *karpenter.NodeClaim) *nodeView {
 		}
 	}
 	if len(v.capacity) == 0 {
+		// Not launched: for limits it may become the largest type it allows.
+		for _, r := range nc.Spec.Requirements {
+			if r.Key == corev1.LabelInstanceTypeStable && r.Operator == corev1.NodeSelectorOpIn {
+				for _, name := range r.Values {
+					if it, ok := c.cat.Lookup(name); ok {
+						v.capacity = maxList(v.capacity, typeCapacity(it))
+					}
+				}
+			}
+		}
+	}
+	if len(v.capacity) == 0 {
 		v.capacity = v.alloc
 	}
 	return v
+}
+
+// maxList is the per-resource maximum of two lists.
+func maxList(a, b corev1.ResourceList) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	addTo(out, a)
+	for rn, q := range b {
+		if have, ok := out[rn]; !ok || q.Cmp(have) > 0 {
+			out[rn] = q.DeepCopy()
+		}
+	}
+	return out
 }
 
 func (c *checker) classFor(pool string) *karpenter.EC2NodeClass {
@@ -976,6 +1000,22 @@ func (c *checker) poolLimits() {
 		total := corev1.ResourceList{}
 		addTo(total, used)
 		addTo(total, planned)
+		// A launch may fall back to any option of a node: the limits must hold
+		// whichever each node gets (CreateFleet picks among them).
+		worst := corev1.ResourceList{}
+		addTo(worst, used)
+		for _, v := range c.nodes {
+			if v.kind != "new" || v.pool != np.Name {
+				continue
+			}
+			var largest corev1.ResourceList
+			for _, o := range v.newNode.Options {
+				if it, ok := c.cat.Lookup(o); ok {
+					largest = maxList(largest, typeCapacity(it))
+				}
+			}
+			addTo(worst, largest)
+		}
 		for rn, lim := range np.Spec.Limits {
 			got := total[rn]
 			// A pool already over its limit (lowered after launch) is only the
@@ -983,6 +1023,8 @@ func (c *checker) poolLimits() {
 			if add := planned[rn]; add.Sign() > 0 && amount(rn, got) > amount(rn, lim) {
 				u := used[rn]
 				c.errorf("pool %s: %s limit %s exceeded: already running %s, plan adds %s", np.Name, rn, lim.String(), u.String(), qstr(planned[rn]))
+			} else if w := worst[rn]; add.Sign() > 0 && rn != karpenter.ResourceLimitsNodes && amount(rn, w) > amount(rn, lim) {
+				c.errorf("pool %s: %s limit %s can be broken: launched on their largest options, its new nodes and what it runs reach %s", np.Name, rn, lim.String(), w.String())
 			}
 		}
 	}

@@ -281,6 +281,10 @@ func TestBrokenPlansAreCaught(t *testing.T) {
 			f.pool("default").Spec.Template.Spec.Requirements = append(f.pool("default").Spec.Template.Spec.Requirements,
 				karpenter.NodeSelectorRequirementWithMinValues{Key: "node.kubernetes.io/instance-type", Operator: corev1.NodeSelectorOpExists, MinValues: &two})
 		}, "wants minValues 2 for node.kubernetes.io/instance-type, options span 1"},
+		{"an option that would break the pool's limit", func(t *testing.T, f *fixture) {
+			// 4 (node-a) + 2 + 2 = 8 as planned, but n-b may launch as m5.xlarge.
+			f.pool("default").Spec.Limits = quantities("cpu", "8")
+		}, "cpu limit 8 can be broken"},
 		{"mismatchLabelKeys: other tenants share a node", func(t *testing.T, f *fixture) {
 			tenants(f, "a", "b")
 			moveTo(f, "default/db-1", "n-b")
@@ -363,6 +367,7 @@ func TestValidVariantsPass(t *testing.T) {
 		}},
 		{"unschedulable when the pool limit is spent", func(t *testing.T, f *fixture) {
 			f.pool("default").Spec.Limits = quantities("cpu", "8")
+			f.newNode("n-b").Options = []string{"m5.large"} // m5.xlarge would break the limit
 			f.plan.ExistingNodes[0].Pods = []string{"default/web-2"}
 			f.pod("small-0").Spec.InitContainers = nil
 			f.pod("small-0").Spec.Containers[0].Resources.Requests = quantities("cpu", "3800m", "memory", "1Gi")

@@ -430,6 +430,49 @@ func TestPoolLimits(t *testing.T) {
 			t.Errorf("want 2 nodes and 1 unschedulable:%s", s.dump())
 		}
 	})
+	t.Run("options are cut to what the limit leaves", func(t *testing.T) {
+		np := poolOf("default", 0, bothCapacityTypes(), workload.Req(corev1.LabelArchStable, corev1.NodeSelectorOpIn, "amd64"))
+		np.Spec.Limits = rl("cpu", "6")
+		n := solve(t, snapshot(t, []*corev1.Pod{pod("p", "1800m", "1Gi")}, np)).expectNode("p", "default", "m5.large", "spot", m5LargeSpot)
+		// m5.large (2) + the largest fallback must stay within 6: m5.xlarge and
+		// g6.xlarge (4) may stay, m5.2xlarge (8) may not.
+		if slices.Contains(n.Options, "m5.2xlarge") || !slices.Contains(n.Options, "m5.xlarge") {
+			t.Errorf("options %v, want m5.xlarge kept and m5.2xlarge cut", n.Options)
+		}
+	})
+	t.Run("nodes share what the limit leaves for fallbacks", func(t *testing.T) {
+		np := poolOf("default", 0, workload.Req(karpenter.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, "spot"),
+			workload.Req(karpenter.LabelInstanceFamily, corev1.NodeSelectorOpIn, "m5"))
+		np.Spec.Limits = rl("cpu", "7")
+		s := solve(t, snapshot(t, pods("db", 2, "1800m", "1Gi", withLabel("app", "db"), podAntiAffinity(corev1.LabelHostname, "db")), np))
+		var got [][]string
+		for _, n := range s.plan.NewNodes {
+			got = append(got, n.Options)
+		}
+		// 2 + 2 planned; the first may fall back to 4 (2 more), the second no further.
+		if fmt.Sprint(got) != "[[m5.large m5.xlarge] [m5.large]]" {
+			t.Errorf("options %v, want [[m5.large m5.xlarge] [m5.large]]:%s", got, s.dump())
+		}
+	})
+	t.Run("an in-flight claim of known capacity counts", func(t *testing.T) {
+		np := poolOf("default", 0, bothCapacityTypes())
+		np.Spec.Limits = rl("cpu", "20")
+		snap := snapshot(t, []*corev1.Pod{pod("p", "1", "1Gi")}, np)
+		claim := &karpenter.NodeClaim{}
+		claim.Name, claim.Labels = "big", map[string]string{karpenter.NodePoolLabelKey: "default"}
+		claim.Status.Capacity = rl("cpu", "100")
+		snap.InFlight = []*karpenter.NodeClaim{claim}
+		if s := solve(t, snap); s.unschedulable("p") == "" {
+			t.Errorf("want p unschedulable: the claim's 100 CPUs exceed the limit:%s", s.dump())
+		}
+	})
+	t.Run("a pods limit below every type's pod capacity", func(t *testing.T) {
+		np := poolOf("default", 0, bothCapacityTypes())
+		np.Spec.Limits = rl("pods", "1")
+		if s := solve(t, snapshot(t, []*corev1.Pod{pod("p", "1", "1Gi")}, np)); s.unschedulable("p") == "" {
+			t.Errorf("want p unschedulable:%s", s.dump())
+		}
+	})
 	t.Run("gpu limit", func(t *testing.T) {
 		np := poolOf("gpu", 0, bothCapacityTypes(), workload.Req(karpenter.LabelInstanceFamily, corev1.NodeSelectorOpIn, "g6"))
 		np.Spec.Limits = rl("nvidia.com/gpu", "1")
