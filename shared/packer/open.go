@@ -32,7 +32,7 @@ func (s *solver) openIdx(pool *poolInfo, z, cheapest int, cls *podClass, p *podI
 		i, c := int(v.i), &cs[v.i]
 		if i <= cheapest || c.price > openSpan*cs[cheapest].price || !p.req.fits(c.avail) ||
 			!s.limitOK(pool, c.cap, true) || !s.roomy(pool, c.cap) || len(a.masks) > 0 && !s.candOK(pool, z, i, cls, a) ||
-			len(p.ports) > 0 && portsClash(p.ports, c.dsPorts) {
+			len(p.ports) > 0 && portsClash(p.ports, c.dsPorts) || !s.minValuesWith(pool, z, i, nil, p, cls, p.req) {
 			continue
 		}
 		return i
@@ -118,7 +118,7 @@ func (s *solver) downsize() {
 			// A cheaper candidate may be a larger type (spot against on-demand):
 			// the pool's limits still have the last word.
 			if bitSet(n.compat, i) && n.used.fits(cs[i].avail) && cs[i].price < cs[n.minIdx].price &&
-				s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false) {
+				s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false) && s.minValuesOK(n.pool, n.z, i, n.compat, nil, n.used) {
 				n.pool.used = n.pool.used.add(cs[i].cap.sub(cs[n.minIdx].cap))
 				n.minIdx = i
 				break
@@ -174,6 +174,10 @@ func (s *solver) bestNew(p *podInfo, cls *podClass, a *attempt, zok uint64, rec 
 				}
 				if !s.limitOK(pool, cs[i].cap, true) {
 					rec.reject(pool.idx, stageLimits)
+					continue
+				}
+				if !s.minValuesWith(pool, z, i, nil, p, cls, p.req) {
+					rec.reject(pool.idx, stageMinValues)
 					continue
 				}
 				if !inZone || len(a.masks) > 0 && !s.candOK(pool, z, i, cls, a) || len(p.ports) > 0 && portsClash(p.ports, cs[i].dsPorts) {

@@ -26,7 +26,17 @@ func (s *solver) finish(plan *Plan) {
 			plan.ExistingNodes = append(plan.ExistingNodes, ExistingNode{Name: n.name, InFlight: n.inflight, Pods: pods})
 			continue
 		}
-		nn := s.newNode(n, pods)
+		nn, why := s.newNode(n, pods)
+		if why != "" {
+			// Its options would not keep the pool's minValues: Karpenter (policy
+			// Strict) creates no such NodeClaim, and its pods wait. Placement
+			// checks every step that shapes the options (minvalues.go), so this
+			// is a safety net; 1,000 property seeds never reach it.
+			for _, p := range n.pods {
+				p.placedOn, p.err = nil, "NodePool "+n.pool.name+": "+why
+			}
+			continue
+		}
 		plan.NewNodes = append(plan.NewNodes, nn)
 		plan.TotalPricePerHour += nn.PricePerHour
 	}
@@ -53,7 +63,7 @@ func (s *solver) finalIdx(n *node) int {
 	}
 	for i := n.minIdx + 1; i < len(cs); i++ {
 		if cs[i].ct == karpenter.CapacityTypeSpot && bitSet(n.compat, i) && n.used.fits(cs[i].avail) &&
-			s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false) {
+			s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false) && s.minValuesOK(n.pool, n.z, i, n.compat, nil, n.used) {
 			n.pool.used = n.pool.used.add(cs[i].cap.sub(cs[n.minIdx].cap))
 			return i
 		}
@@ -115,13 +125,15 @@ func (s *solver) optionSpace(n int) []string {
 	return s.optionBlock[start : start : start+n]
 }
 
-func (s *solver) newNode(n *node, pods []string) NewNode {
+// newNode writes a planned node for the plan; why is set instead when its
+// options, cut to the pool's limits and to MaxOptions, miss the pool's minValues.
+func (s *solver) newNode(n *node, pods []string) (nn NewNode, why string) {
 	fi := s.finalIdx(n)
 	cs := n.pool.cands[n.z]
 	c := &cs[fi]
 	s.chooseCustomLabels(n, c)
 	s.newCount[n.pool.name]++
-	nn := NewNode{
+	nn = NewNode{
 		Name:         fmt.Sprintf("%s-%d", n.pool.name, s.newCount[n.pool.name]),
 		NodePool:     n.pool.name,
 		InstanceType: c.it.Name,
@@ -148,11 +160,8 @@ func (s *solver) newNode(n *node, pods []string) NewNode {
 	// Each type appears at most once per capacity type in a zone's candidates, so
 	// filtering on the capacity type leaves no duplicates.
 	fitting, overLimit := 0, 0
-	keepAll := len(n.pool.minVals) > 0
 	limited := n.pool.hasLimits()
-	if !keepAll {
-		nn.Options = s.optionSpace(min(s.opts.MaxOptions, len(cs)-fi))
-	}
+	nn.Options = s.optionSpace(min(s.opts.MaxOptions, len(cs)-fi))
 	// A launch may fall back to any option: under limits, only the options that
 	// keep the pool within them even then, with the room each node's options may
 	// take beyond its type reserved in turn (as Karpenter subtracts the largest
@@ -163,11 +172,11 @@ func (s *solver) newNode(n *node, pods []string) NewNode {
 			continue
 		}
 		fitting++
-		if limited && !s.limitOK(n.pool, cs[i].cap.sub(c.cap), false) {
+		if limited && (len(n.pool.minValues) > 0 && !n.pool.noLarger(&cs[i], c) || !s.limitOK(n.pool, cs[i].cap.sub(c.cap), false)) {
 			overLimit++
 			continue
 		}
-		if keepAll || len(nn.Options) < s.opts.MaxOptions {
+		if len(nn.Options) < s.opts.MaxOptions {
 			nn.Options = append(nn.Options, cs[i].it.Name)
 			if limited {
 				beyond = beyond.maxWith(cs[i].cap.sub(c.cap))
@@ -176,10 +185,10 @@ func (s *solver) newNode(n *node, pods []string) NewNode {
 			break
 		}
 	}
-	minValuesNote := s.applyMinValues(n, &nn, fi)
-	if len(nn.Options) > s.opts.MaxOptions && minValuesNote == "" {
-		nn.Options = nn.Options[:s.opts.MaxOptions]
+	if counts, ok := s.minValuesSpan(n.pool, n.z, fi, n.compat, nil, n.used); !ok {
+		return nn, s.minValuesNote(n.pool, counts)
 	}
+	minValuesNote := n.pool.minValuesIgnored()
 	n.pool.reserved = n.pool.reserved.add(beyond)
 	if overLimit > 0 {
 		minValuesNote = fmt.Sprintf("; %d larger type(s) left out of the options: launched instead, they would break the pool's limits", overLimit) + minValuesNote
@@ -191,7 +200,7 @@ func (s *solver) newNode(n *node, pods []string) NewNode {
 			c.ct, c.it.Name, nn.Zone, c.price, fitting, len(pods), s.dims.describe(n.used), s.dims.describe(c.avail),
 			n.pool.name, n.pool.weight, minValuesNote)
 	}
-	return nn
+	return nn, ""
 }
 
 // allocatableText renders a candidate's allocatable once; nodes on the same
@@ -208,35 +217,6 @@ func (s *solver) allocatableText(p *poolInfo, z, i int) map[string]string {
 		}
 	}
 	return c.allocText
-}
-
-// applyMinValues keeps enough options to honour the pool's minValues; it returns
-// a note when it cannot.
-func (s *solver) applyMinValues(n *node, nn *NewNode, fi int) string {
-	var notes []string
-	for _, r := range n.pool.minVals {
-		distinct := map[string]bool{}
-		for _, name := range nn.Options {
-			it, _ := s.snap.Catalog.Lookup(name)
-			if it == nil {
-				continue
-			}
-			for ci := range n.pool.cands[n.z][fi:] {
-				c := &n.pool.cands[n.z][fi+ci]
-				if c.it == it {
-					distinct[c.fullLabels()[r.Key]] = true
-					break
-				}
-			}
-		}
-		if len(distinct) < *r.MinValues {
-			notes = append(notes, fmt.Sprintf("minValues %d for %s not met: only %d distinct values fit", *r.MinValues, r.Key, len(distinct)))
-		}
-	}
-	if len(notes) == 0 {
-		return ""
-	}
-	return "; " + strings.Join(notes, "; ")
 }
 
 // requirementsFor narrows the pool's requirements to this node's choice, for the NodeClaim.

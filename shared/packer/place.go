@@ -82,7 +82,7 @@ func (s *solver) placeAmong(p *podInfo, cls *podClass, a *attempt, nodes []*node
 		if n.tree == nil || !inZones(n, zok, zoneBound) || !s.nodeAccepts(n, p, a) {
 			continue
 		}
-		if p.req.fits(n.slack()) && s.currentCompatible(n, cls) && s.labelsOK(n, n.minIdx, cls, a) {
+		if p.req.fits(n.slack()) && s.currentCompatible(n, cls) && s.labelsOK(n, n.minIdx, cls, a) && s.keepsMinValues(n, p, cls) {
 			if bestCost > 0 || slackLess(n.ref, best.ref) {
 				best, bestIdx, bestCost = n, n.minIdx, 0
 			}
@@ -202,7 +202,7 @@ func (s *solver) walkFit(t *btree.BTreeG[slackRef], p *podInfo, cls *podClass, a
 	t.AscendGreaterOrEqual(slackRef{mem: p.req[dimMemory], cpu: math.MinInt64}, func(r slackRef) bool {
 		*budget--
 		n := r.n
-		if p.req.fits(n.slack()) && s.currentCompatible(n, cls) && s.nodeAccepts(n, p, a) && s.labelsOK(n, n.minIdx, cls, a) {
+		if p.req.fits(n.slack()) && s.currentCompatible(n, cls) && s.nodeAccepts(n, p, a) && s.labelsOK(n, n.minIdx, cls, a) && s.keepsMinValues(n, p, cls) {
 			found = n
 			return false
 		}
@@ -258,7 +258,7 @@ func (s *solver) growIdx(n *node, p *podInfo, cls *podClass, a *attempt) int {
 	bits := cp.bits[n.z]
 	for i := n.minIdx; i < len(cs); i++ {
 		if !bitSet(n.compat, i) || !bitSet(bits, i) || !need.fits(cs[i].avail) || len(a.masks) > 0 && !s.labelsOK(n, i, cls, a) ||
-			len(p.ports) > 0 && portsClash(p.ports, cs[i].dsPorts) {
+			len(p.ports) > 0 && portsClash(p.ports, cs[i].dsPorts) || !s.minValuesWith(n.pool, n.z, i, n, p, cls, need) {
 			continue
 		}
 		if s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false) {
@@ -315,6 +315,15 @@ func (n *node) narrow(cls *podClass) {
 		}
 		n.extra[k] = v
 	}
+}
+
+// keepsMinValues reports whether p joining planned node n leaves it enough
+// options for its pool's minValues.
+func (s *solver) keepsMinValues(n *node, p *podInfo, cls *podClass) bool {
+	if n.existing || len(n.pool.minValues) == 0 {
+		return true
+	}
+	return s.minValuesWith(n.pool, n.z, n.minIdx, n, p, cls, n.used.add(p.req))
 }
 
 // narrowPorts keeps a planned node off the types where a DaemonSet binding one

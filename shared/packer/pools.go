@@ -49,14 +49,16 @@ type poolInfo struct {
 	labels map[string]string
 	// custom are requirements on keys instance types do not label (team=a): they
 	// are satisfied by labelling the node, not by choosing a type.
-	custom   []karpenter.NodeSelectorRequirementWithMinValues
-	minVals  []karpenter.NodeSelectorRequirementWithMinValues
-	cands    [][]cand // per zone
-	maxAvail []vec    // per zone
-	limit    vec
-	limited  [maxDims]bool
-	maxNodes int64 // -1 when unlimited
-	used     vec   // capacity of the pool's existing and planned nodes
+	custom  []karpenter.NodeSelectorRequirementWithMinValues
+	minVals []karpenter.NodeSelectorRequirementWithMinValues
+	// minValues are the minVals the engine enforces (see minvalues.go).
+	minValues []*minValuesReq
+	cands     [][]cand // per zone
+	maxAvail  []vec    // per zone
+	limit     vec
+	limited   [maxDims]bool
+	maxNodes  int64 // -1 when unlimited
+	used      vec   // capacity of the pool's existing and planned nodes
 	// reserved is the room new nodes' options may take beyond their types (see
 	// newNode); limitOK counts it as used.
 	reserved vec
@@ -146,6 +148,7 @@ func (s *solver) buildPools() {
 		p.idx = i
 		if p.unusable == "" {
 			s.buildCandidates(p)
+			s.buildMinValues(p)
 		}
 	}
 }

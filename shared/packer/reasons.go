@@ -25,6 +25,9 @@ const (
 	stageRoom
 	// stageLimits: the types that hold it would break the pool's limits.
 	stageLimits
+	// stageMinValues: the types that hold it within the limits span too few
+	// values for the pool's minValues.
+	stageMinValues
 	// stageTopology: a node would hold it within the limits, but topology or host
 	// ports rule out every place it could open.
 	stageTopology
@@ -87,6 +90,8 @@ func (s *solver) unplacedReason(p *podInfo) string {
 				pool.name, s.dims.describe(p.req), s.dims.describe(r.largest)))
 		case stageLimits:
 			reasons = append(reasons, fmt.Sprintf("NodePool %s: its limits (%s) leave no room for another node that fits", pool.name, s.limitsText(pool)))
+		case stageMinValues:
+			reasons = append(reasons, fmt.Sprintf("NodePool %s: no node that holds it keeps %s", pool.name, pool.minValuesText()))
 		default:
 			reasons = append(reasons, fmt.Sprintf("NodePool %s: %s", pool.name, s.topologyBlocker(p)))
 		}

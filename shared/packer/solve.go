@@ -163,6 +163,8 @@ type solver struct {
 	// checkedContainers is the container list last found in range (quantityProblem).
 	checkedContainers *corev1.Container
 	checkedLen        int
+	// maskBuf is scratch space for minValuesWith.
+	maskBuf []uint64
 }
 
 // Solve plans the snapshot. It never fails as a whole: a pod that cannot be

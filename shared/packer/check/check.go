@@ -696,7 +696,7 @@ func (c *checker) checkOptions(v *nodeView, np *karpenter.NodePool, class string
 		}
 	}
 	for _, r := range np.Spec.Template.Spec.Requirements {
-		if r.MinValues == nil {
+		if r.MinValues == nil || offeringDecided(r.Key) {
 			continue
 		}
 		vals := map[string]bool{}
@@ -709,6 +709,13 @@ func (c *checker) checkOptions(v *nodeView, np *karpenter.NodePool, class string
 			c.errorf("%s: pool %s wants minValues %d for %s, options span %d", name, np.Name, *r.MinValues, r.Key, len(vals))
 		}
 	}
+}
+
+// offeringDecided reports keys an offering, not the instance type, decides.
+// Joiner launches a node in one zone with one capacity type, so minValues on them
+// is a documented difference it does not enforce; the checker does not ask it.
+func offeringDecided(key string) bool {
+	return key == corev1.LabelTopologyZone || key == karpenter.CapacityTypeLabelKey || key == corev1.LabelTopologyRegion
 }
 
 // optionFact is what an option of a new node looks like, shared by every node of

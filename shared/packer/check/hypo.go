@@ -294,10 +294,83 @@ func (c *checker) couldLaunchFor(p *corev1.Pod, repel []repeller) string {
 		}
 		probe := &nodeView{name: v.name, labels: v.labels, taints: v.taints, alloc: v.alloc, node: v.node, placed: []*corev1.Pod{p}}
 		c.matchDaemonSets(probe)
-		if c.fitProblem(probe) != "" || !c.withinLimits(h) {
+		if c.fitProblem(probe) != "" || !c.withinLimits(h) || !c.minValuesReachable(p, h) {
 			continue
 		}
 		return fmt.Sprintf("a new %s %s node in %s of pool %s", h.typ.Name, h.off.CapacityType, h.off.Zone, h.pool.Name)
 	}
 	return ""
+}
+
+// maxOptions is how many options a NodeClaim lists (CreateFleet's override
+// limit, Karpenter's and Joiner's default).
+const maxOptions = 60
+
+// minValuesReachable reports whether a node like h holding p alone could list
+// options spanning the pool's minValues: the cheapest maxOptions launchable
+// types of its zone and capacity type, no cheaper than h's, that take p (fit,
+// DaemonSets, node selection) within the pool's limits and, when the pool has
+// limits, no larger than h's type in the limited resources (Joiner's documented
+// rule for pools with both, so that no fallback can break the limits).
+func (c *checker) minValuesReachable(p *corev1.Pod, h hypoNode) bool {
+	var reqs []karpenter.NodeSelectorRequirementWithMinValues
+	for _, r := range h.pool.Spec.Template.Spec.Requirements {
+		if r.MinValues != nil && !offeringDecided(r.Key) {
+			reqs = append(reqs, r)
+		}
+	}
+	if len(reqs) == 0 {
+		return true
+	}
+	type option struct {
+		price  float64
+		labels map[string]string
+	}
+	var opts []option
+	hCap := typeCapacity(h.typ)
+	for _, o := range c.hypotheticals() {
+		if o.pool != h.pool || o.off.Zone != h.off.Zone || o.off.CapacityType != h.off.CapacityType ||
+			o.off.PricePerHour < h.off.PricePerHour || !c.podAccepts(p, o.view) {
+			continue
+		}
+		if larger(typeCapacity(o.typ), hCap, h.pool.Spec.Limits) {
+			continue
+		}
+		probe := &nodeView{name: o.view.name, labels: o.view.labels, taints: o.view.taints, alloc: o.view.alloc, node: o.view.node, placed: []*corev1.Pod{p}}
+		c.matchDaemonSets(probe)
+		if c.fitProblem(probe) != "" || !c.withinLimits(o) {
+			continue
+		}
+		opts = append(opts, option{o.off.PricePerHour, o.view.labels})
+	}
+	sort.SliceStable(opts, func(i, j int) bool { return opts[i].price < opts[j].price })
+	if len(opts) > maxOptions {
+		opts = opts[:maxOptions]
+	}
+	for _, r := range reqs {
+		vals := map[string]bool{}
+		for _, o := range opts {
+			if v, ok := o.labels[r.Key]; ok {
+				vals[v] = true
+			}
+		}
+		if len(vals) < *r.MinValues {
+			return false
+		}
+	}
+	return true
+}
+
+// larger reports whether capacity a exceeds b in a resource limits names (the
+// node count aside).
+func larger(a, b, limits corev1.ResourceList) bool {
+	for rn := range limits {
+		if rn == karpenter.ResourceLimitsNodes {
+			continue
+		}
+		if qa, ok := a[rn]; ok && amount(rn, qa) > amount(rn, b[rn]) {
+			return true
+		}
+	}
+	return false
 }

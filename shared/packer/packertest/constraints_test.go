@@ -692,3 +692,64 @@ func TestDaemonSetHostPorts(t *testing.T) {
 		solve(t, snap).expectNode("p", "default", "m5.large", "spot", m5LargeSpot)
 	})
 }
+
+// minValues as Karpenter's instance_selection_test.go ("MinValues") and its
+// Strict policy (the default) assert it.
+func TestMinValuesStrict(t *testing.T) {
+	minValues := func(n int, r karpenter.NodeSelectorRequirementWithMinValues) karpenter.NodeSelectorRequirementWithMinValues {
+		r.MinValues = &n
+		return r
+	}
+	spot := workload.Req(karpenter.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, "spot")
+	t.Run("pods split over more nodes to keep two types among each node's options", func(t *testing.T) {
+		np := poolOf("default", 0, spot, minValues(2, workload.Req(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.large", "m5.xlarge")))
+		// Together they fit only m5.xlarge, one type: apart, each node may be either.
+		s := solve(t, snapshot(t, pods("p", 2, "1", "1Gi"), np))
+		if len(s.plan.NewNodes) != 2 || len(s.plan.Unschedulable) != 0 {
+			t.Fatalf("want 2 nodes:%s", s.dump())
+		}
+		for _, n := range s.plan.NewNodes {
+			if len(n.Options) < 2 {
+				t.Errorf("node %s options %v: want 2 types", n.Name, n.Options)
+			}
+		}
+	})
+	t.Run("more values than the pool has: unschedulable", func(t *testing.T) {
+		np := poolOf("default", 0, spot, minValues(6, workload.Req(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpExists)))
+		s := solve(t, snapshot(t, []*corev1.Pod{pod("p", "1", "1Gi")}, np))
+		if r := s.unschedulable("p"); !strings.Contains(r, "minValues") {
+			t.Errorf("want p unschedulable naming minValues, got %q:%s", r, s.dump())
+		}
+	})
+	t.Run("met before truncation, not after: unschedulable", func(t *testing.T) {
+		np := poolOf("default", 0, spot, minValues(2, workload.Req(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.large", "m5.xlarge")))
+		snap := snapshot(t, []*corev1.Pod{pod("p", "1", "1Gi")}, np)
+		plan := packer.Solve(snap, packer.Options{MaxOptions: 1})
+		if len(plan.NewNodes) != 0 || len(plan.Unschedulable) != 1 {
+			t.Errorf("with one option kept, minValues 2 cannot hold: want p unschedulable, got %+v", plan)
+		}
+	})
+	t.Run("every requirement with minValues holds", func(t *testing.T) {
+		np := poolOf("default", 0, spot, minValues(2, workload.Req(karpenter.LabelInstanceFamily, corev1.NodeSelectorOpIn, "m5", "m6g")),
+			minValues(3, workload.Req(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpExists)))
+		n := solve(t, snapshot(t, []*corev1.Pod{pod("p", "1", "1Gi")}, np)).node("p")
+		if len(n.Options) < 3 || !slices.Contains(n.Options, "m6g.large") {
+			t.Errorf("options %v: want 3 types of 2 families", n.Options)
+		}
+	})
+	t.Run("a pool's limits count: options that would break them do not help", func(t *testing.T) {
+		np := poolOf("default", 0, spot, minValues(2, workload.Req(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.large", "m5.xlarge")))
+		np.Spec.Limits = rl("cpu", "2")
+		if s := solve(t, snapshot(t, []*corev1.Pod{pod("p", "1", "1Gi")}, np)); s.unschedulable("p") == "" {
+			t.Errorf("want p unschedulable: within 2 CPUs only m5.large remains:%s", s.dump())
+		}
+	})
+	t.Run("zone minValues is not enforced (one zone per node), and --explain says so", func(t *testing.T) {
+		np := poolOf("default", 0, spot, minValues(3, workload.Req(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, zones...)))
+		snap := snapshot(t, []*corev1.Pod{pod("p", "1", "1Gi")}, np)
+		plan := packer.Solve(snap, packer.Options{Explain: true})
+		if len(plan.NewNodes) != 1 || !strings.Contains(plan.NewNodes[0].Explain, "not enforced") {
+			t.Errorf("want one node whose explanation says zone minValues is not enforced, got %+v", plan)
+		}
+	})
+}

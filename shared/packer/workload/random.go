@@ -85,7 +85,7 @@ func randomType(r *rand.Rand, name, arch string, vcpu, gibPerCPU int, gpu *catal
 // ports. A second stream seeded from the same seed adds topology keys beyond
 // hostname and zone (capacity type, arch, a label pools choose values for), node
 // inclusion policies, minDomains, matchLabelKeys and system nodes no pool owns,
-// without changing what the first stream draws. The same seed gives the same
+// minValues, without changing what the first stream draws. The same seed gives the same
 // snapshot.
 func Random(seed int64, maxPods int) *packer.Snapshot {
 	r := rand.New(rand.NewSource(seed))
@@ -96,6 +96,13 @@ func Random(seed int64, maxPods int) *packer.Snapshot {
 	npools := 1 + r.Intn(3)
 	for i := 0; i < npools; i++ {
 		np := randomPool(r, i)
+		if r2.Intn(4) == 0 {
+			// minValues on a key the types decide.
+			key := []string{corev1.LabelInstanceTypeStable, karpenter.LabelInstanceFamily}[r2.Intn(2)]
+			req := Req(key, corev1.NodeSelectorOpExists)
+			req.MinValues = ptr(2 + r2.Intn(3))
+			np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, req)
+		}
 		if r2.Intn(3) == 0 {
 			// A label the pool gives its nodes one of several values of.
 			np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, Req("rack", corev1.NodeSelectorOpIn, pick(r2, racks, 1+r2.Intn(3))...))
