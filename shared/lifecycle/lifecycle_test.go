@@ -63,7 +63,11 @@ func TestDecide(t *testing.T) {
 		want  string
 	}{
 		{name: "deleted with finalizer is finalized", after: time.Minute, want: "Finalize",
-			nc: func() *karpenter.NodeClaim { nc := claim(launched); nc.DeletionTimestamp = &metav1.Time{Time: t0}; return nc }},
+			nc: func() *karpenter.NodeClaim {
+				nc := claim(launched)
+				nc.DeletionTimestamp = &metav1.Time{Time: t0}
+				return nc
+			}},
 		{name: "deleted without finalizer is someone else's to finish", after: time.Minute, want: "",
 			nc: func() *karpenter.NodeClaim {
 				nc := claim(launched)
@@ -89,7 +93,7 @@ func TestDecide(t *testing.T) {
 		{name: "ready node registers and initializes at once", after: time.Minute, want: "Register Initialize",
 			nc: func() *karpenter.NodeClaim { return claim(launched) }, node: readyNode},
 		{name: "node not ready registers; not-ready is what registering writes", after: time.Minute, want: "Register",
-			nc: func() *karpenter.NodeClaim { return claim(launched) },
+			nc:   func() *karpenter.NodeClaim { return claim(launched) },
 			node: func() *corev1.Node { n := readyNode(); n.Status.Conditions = nil; return n }},
 		{name: "startup taints the registration adds keep it uninitialized", after: time.Minute, want: "Register AwaitInitialization:StartupTaintsExist",
 			nc: func() *karpenter.NodeClaim {
