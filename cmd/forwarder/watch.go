@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/joiner-autoscaler/joiner/events"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 )
 
 // unboundPods selects pods no node was assigned to; bound pods are most of a
@@ -92,7 +93,7 @@ func (h *podHandler) observe(obj any) {
 		h.log.Warn("ignoring a watched object that is not a pod", "type", fmt.Sprintf("%T", obj))
 		return
 	}
-	if !isPending(pod) {
+	if !facts.IsPending(pod) {
 		h.batcher.Remove(pod.UID)
 		return
 	}
@@ -120,24 +121,4 @@ func (h *podHandler) recover(obj any) {
 		// Only the type: reading the object's metadata could panic again.
 		h.log.Error("pod handler panicked; object skipped", "type", fmt.Sprintf("%T", obj), "panic", fmt.Sprint(r))
 	}
-}
-
-// isPending is shared/kube.IsPending, restated because importing shared/kube links
-// every built-in API group into the binary; TestIsPendingMatchesKube keeps the two equal.
-func isPending(p *corev1.Pod) bool {
-	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.NominatedNodeName != "" ||
-		p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return false
-	}
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" && o.Controller != nil && *o.Controller {
-			return false
-		}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	return false
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/joiner-autoscaler/joiner/shared/kube"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 )
 
 func unschedulable(name string) *corev1.Pod {
@@ -21,40 +21,6 @@ func unschedulable(name string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}},
-	}
-}
-
-// TestIsPendingMatchesKube keeps the forwarder's copy equal to shared/kube.IsPending.
-func TestIsPendingMatchesKube(t *testing.T) {
-	yes, no := true, false
-	now := metav1.Now()
-	cases := map[string]func(p *corev1.Pod){
-		"unschedulable": func(*corev1.Pod) {},
-		"bound":         func(p *corev1.Pod) { p.Spec.NodeName = "n1" },
-		"terminating":   func(p *corev1.Pod) { p.DeletionTimestamp = &now },
-		"nominated":     func(p *corev1.Pod) { p.Status.NominatedNodeName = "n1" },
-		"succeeded":     func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded },
-		"failed":        func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed },
-		"daemonset": func(p *corev1.Pod) {
-			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Controller: &yes}}
-		},
-		"ds not controller": func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Controller: &no}} },
-		"no condition":      func(p *corev1.Pod) { p.Status.Conditions = nil },
-		"scheduling gated":  func(p *corev1.Pod) { p.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated },
-		"scheduled true":    func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionTrue },
-		"other condition 1st": func(p *corev1.Pod) {
-			p.Status.Conditions = append([]corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}, p.Status.Conditions...)
-		},
-	}
-	for name, mutate := range cases {
-		p := unschedulable("p")
-		mutate(p)
-		if got, want := isPending(p), kube.IsPending(p); got != want {
-			t.Errorf("%s: isPending = %v, kube.IsPending = %v", name, got, want)
-		}
-	}
-	if !isPending(unschedulable("p")) {
-		t.Fatal("an unschedulable pod is not pending")
 	}
 }
 
@@ -110,7 +76,7 @@ func TestSlimPodKeepsWhatThePendingCheckAndEventNeed(t *testing.T) {
 	if s.ManagedFields != nil || s.Annotations != nil || s.Spec.Containers[0].Env != nil {
 		t.Fatal("slimPod kept fields the forwarder never reads")
 	}
-	if !isPending(s) || s.Spec.Containers[0].Resources.Requests.Cpu().String() != "1" {
+	if !facts.IsPending(s) || s.Spec.Containers[0].Resources.Requests.Cpu().String() != "1" {
 		t.Fatal("slimPod dropped what the forwarder needs")
 	}
 }

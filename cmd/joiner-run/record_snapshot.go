@@ -93,7 +93,7 @@ func snapshotCluster(ctx context.Context, kubeconfig, kubeContext, path string) 
 		p := &pods.Items[i]
 		// DaemonSet pods come from their DaemonSet; finished and terminating pods
 		// hold no capacity a replay should plan for.
-		if ownedBy(p, "DaemonSet") || !facts.IsActive(p) {
+		if facts.IsDaemonSetPod(p) || !facts.IsActive(p) {
 			continue
 		}
 		docs = append(docs, manifestDoc("v1", "Pod", toMap(p), true))
@@ -155,13 +155,4 @@ func toJSONMap(v any) any {
 	var out any
 	_ = yaml.Unmarshal(b, &out)
 	return out
-}
-
-func ownedBy(p *corev1.Pod, kind string) bool {
-	for _, o := range p.OwnerReferences {
-		if o.Kind == kind {
-			return true
-		}
-	}
-	return false
 }

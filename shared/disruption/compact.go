@@ -78,7 +78,7 @@ func (s *state) compactNode(ns packer.NodeState) packer.NodeState {
 	var order []string
 	first := mergedNamespace
 	for _, p := range all {
-		if !facts.IsTerminal(p) && !keepAsIs(p) && isDaemonSetPod(p) {
+		if !facts.IsTerminal(p) && !keepAsIs(p) && facts.IsDaemonSetPod(p) {
 			first = facts.PodNamespace(p)
 			break
 		}
@@ -93,7 +93,7 @@ func (s *state) compactNode(ns packer.NodeState) packer.NodeState {
 			continue
 		}
 		ns := first
-		if isDaemonSetPod(p) {
+		if facts.IsDaemonSetPod(p) {
 			ns = facts.PodNamespace(p)
 		}
 		f := folds[ns]
@@ -104,12 +104,8 @@ func (s *state) compactNode(ns packer.NodeState) packer.NodeState {
 			folds[ns] = f
 			order = append(order, ns)
 		}
-		if isDaemonSetPod(p) {
-			for _, o := range p.OwnerReferences {
-				if o.Kind == "DaemonSet" {
-					f.OwnerReferences = append(f.OwnerReferences, o)
-				}
-			}
+		if ref := facts.DaemonSetRef(p); ref != nil {
+			f.OwnerReferences = append(f.OwnerReferences, *ref)
 		}
 		sum := f.Spec.Containers[0].Resources.Requests
 		for k, q := range s.requests(p) {

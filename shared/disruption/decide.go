@@ -177,7 +177,7 @@ func newState(in Input) *state {
 		n := &nodeInfo{state: ns.Node, pods: ns.Pods}
 		s.nodes = append(s.nodes, n)
 		for _, p := range ns.Pods {
-			if movable(p) {
+			if facts.IsReschedulable(p) {
 				n.movable = append(n.movable, p)
 			}
 		}

@@ -125,34 +125,6 @@ func newPDBs(in []*policyv1.PodDisruptionBudget, warn func(string)) []*pdbInfo {
 	return out
 }
 
-func isDaemonSetPod(p *corev1.Pod) bool {
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" && (o.Controller == nil || *o.Controller) {
-			return true
-		}
-	}
-	return false
-}
-
-func isMirrorPod(p *corev1.Pod) bool {
-	if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
-		return true
-	}
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "Node" {
-			return true
-		}
-	}
-	return false
-}
-
-// movable reports whether p has to be rescheduled when its node goes, as
-// Karpenter's reschedulable pods: DaemonSet and mirror pods go with the node,
-// finished pods need no home and terminating pods are leaving anyway.
-func movable(p *corev1.Pod) bool {
-	return !facts.IsTerminal(p) && p.DeletionTimestamp == nil && !isDaemonSetPod(p) && !isMirrorPod(p)
-}
-
 func hasDisruptedTaint(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == karpenter.DisruptedTaintKey {
@@ -309,7 +281,7 @@ func lastPodEvent(n *nodeInfo) time.Time {
 		t = n.claim.Status.LastPodEventTime.Time
 	}
 	for _, p := range n.pods {
-		if isDaemonSetPod(p) || isMirrorPod(p) {
+		if facts.IsDaemonSetPod(p) || facts.IsMirrorPod(p) {
 			continue
 		}
 		t = latest(t, p.CreationTimestamp.Time)

@@ -1,7 +1,10 @@
 package facts
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
@@ -83,6 +86,67 @@ func IsTerminating(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }
 
 // IsActive reports whether the pod is neither finished nor being deleted.
 func IsActive(p *corev1.Pod) bool { return !IsTerminal(p) && !IsTerminating(p) }
+
+// DaemonSetRef returns the owner reference naming the DaemonSet that owns the
+// pod, or nil. Any reference to an apps DaemonSet counts, whether or not it is
+// marked controller, as Karpenter's IsOwnedByDaemonSet has it (a reference
+// without apiVersion, which the API server would refuse, or to a DaemonSet-like
+// kind of another group does not).
+func DaemonSetRef(p *corev1.Pod) *metav1.OwnerReference {
+	for i := range p.OwnerReferences {
+		o := &p.OwnerReferences[i]
+		if o.Kind == "DaemonSet" && strings.HasPrefix(o.APIVersion, "apps/") {
+			return o
+		}
+	}
+	return nil
+}
+
+// IsDaemonSetPod reports whether a DaemonSet owns the pod (see DaemonSetRef). Its
+// pod goes with its node: it needs no new home when the node goes, no node is
+// launched for it, and the engine counts it as its DaemonSet's overhead.
+func IsDaemonSetPod(p *corev1.Pod) bool { return DaemonSetRef(p) != nil }
+
+// IsMirrorPod reports whether the pod is the API server's mirror of a static pod,
+// which the kubelet runs from a file: it carries the kubernetes.io/config.mirror
+// annotation (what kubectl drain looks at) or a Node as owner (what Karpenter looks
+// at; kubelets set both). It cannot be evicted and goes with its node.
+func IsMirrorPod(p *corev1.Pod) bool {
+	if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		return true
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "Node" && o.APIVersion == "v1" {
+			return true
+		}
+	}
+	return false
+}
+
+// IsReschedulable reports whether the pod needs a new home when its node goes
+// (what consolidation must fit elsewhere and what an interruption must replace):
+// an active pod that is neither a DaemonSet's nor a mirror pod, as Karpenter's
+// IsReschedulable. Finished pods need no home and terminating ones are leaving.
+func IsReschedulable(p *corev1.Pod) bool {
+	return IsActive(p) && !IsDaemonSetPod(p) && !IsMirrorPod(p)
+}
+
+// IsPending reports whether the scheduler gave up on the pod for lack of capacity
+// and Joiner should provision for it, as Karpenter's IsProvisionable: not bound,
+// not finished or terminating, not waiting on a preemption (nominatedNodeName), not
+// a DaemonSet's or a mirror pod, and PodScheduled=False with reason Unschedulable.
+// A pod the scheduler has not judged yet, or gated, is not pending.
+func IsPending(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" || !IsActive(p) || p.Status.NominatedNodeName != "" || IsDaemonSetPod(p) || IsMirrorPod(p) {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}
 
 // PodNamespace is the pod's namespace, "default" when unset (a manifest may leave
 // it out; the API server fills it in).

@@ -227,3 +227,114 @@ func TestPodKey(t *testing.T) {
 		}
 	}
 }
+
+func owner(apiVersion, kind string, controller *bool) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: "o", UID: "uid-o", Controller: controller}
+}
+
+// ownership is every way a pod can be owned that the facts below tell apart.
+var (
+	yes, no   = true, false
+	ownership = []struct {
+		name        string
+		refs        []metav1.OwnerReference
+		annotations map[string]string
+		daemonSet   bool
+		mirror      bool
+	}{
+		{"bare pod", nil, nil, false, false},
+		{"ReplicaSet", []metav1.OwnerReference{owner("apps/v1", "ReplicaSet", &yes)}, nil, false, false},
+		{"StatefulSet", []metav1.OwnerReference{owner("apps/v1", "StatefulSet", &yes)}, nil, false, false},
+		{"Job", []metav1.OwnerReference{owner("batch/v1", "Job", &yes)}, nil, false, false},
+		{"DaemonSet controller", []metav1.OwnerReference{owner("apps/v1", "DaemonSet", &yes)}, nil, true, false},
+		// Karpenter's IsOwnedByDaemonSet does not look at the controller flag.
+		{"DaemonSet, not controller", []metav1.OwnerReference{owner("apps/v1", "DaemonSet", &no)}, nil, true, false},
+		{"DaemonSet, flag unset", []metav1.OwnerReference{owner("apps/v1", "DaemonSet", nil)}, nil, true, false},
+		{"DaemonSet after another owner", []metav1.OwnerReference{owner("v1", "ConfigMap", nil), owner("apps/v1", "DaemonSet", &yes)}, nil, true, false},
+		// Another group's DaemonSet (OpenKruise's Advanced DaemonSet) is not the
+		// apps DaemonSet the engine counts as overhead, nor for Karpenter.
+		{"other group's DaemonSet", []metav1.OwnerReference{owner("apps.kruise.io/v1alpha1", "DaemonSet", &yes)}, nil, false, false},
+		{"DaemonSet without apiVersion", []metav1.OwnerReference{owner("", "DaemonSet", &yes)}, nil, false, false},
+		{"mirror by annotation", nil, map[string]string{corev1.MirrorPodAnnotationKey: "hash"}, false, true},
+		{"mirror by Node owner", []metav1.OwnerReference{owner("v1", "Node", &yes)}, nil, false, true},
+		{"mirror by both", []metav1.OwnerReference{owner("v1", "Node", &yes)}, map[string]string{corev1.MirrorPodAnnotationKey: "hash"}, false, true},
+		{"config hash only (not a mirror)", nil, map[string]string{"kubernetes.io/config.hash": "hash"}, false, false},
+	}
+)
+
+func TestOwnership(t *testing.T) {
+	for _, tc := range ownership {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", OwnerReferences: tc.refs, Annotations: tc.annotations}}
+		if got := facts.IsDaemonSetPod(p); got != tc.daemonSet {
+			t.Errorf("%s: IsDaemonSetPod = %v, want %v", tc.name, got, tc.daemonSet)
+		}
+		if ref := facts.DaemonSetRef(p); (ref != nil) != tc.daemonSet || (ref != nil && ref.Kind != "DaemonSet") {
+			t.Errorf("%s: DaemonSetRef = %+v", tc.name, ref)
+		}
+		if got := facts.IsMirrorPod(p); got != tc.mirror {
+			t.Errorf("%s: IsMirrorPod = %v, want %v", tc.name, got, tc.mirror)
+		}
+	}
+}
+
+func TestIsReschedulable(t *testing.T) {
+	now := metav1.Now()
+	for _, tc := range ownership {
+		for _, phase := range []corev1.PodPhase{corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed} {
+			for _, deleting := range []bool{false, true} {
+				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", OwnerReferences: tc.refs, Annotations: tc.annotations},
+					Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: phase}}
+				if deleting {
+					p.DeletionTimestamp = &now
+				}
+				// DaemonSet and mirror pods go with the node, finished pods need no
+				// home, terminating ones are leaving.
+				want := !tc.daemonSet && !tc.mirror && !deleting && phase != corev1.PodSucceeded && phase != corev1.PodFailed
+				if got := facts.IsReschedulable(p); got != want {
+					t.Errorf("%s, %s, deleting=%v: IsReschedulable = %v, want %v", tc.name, phase, deleting, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestIsPending(t *testing.T) {
+	now := metav1.Now()
+	unschedulable := func(mut func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+			Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
+		if mut != nil {
+			mut(p)
+		}
+		return p
+	}
+	cases := []struct {
+		name string
+		mut  func(*corev1.Pod)
+		want bool
+	}{
+		{"unschedulable", nil, true},
+		{"bound", func(p *corev1.Pod) { p.Spec.NodeName = "n1" }, false},
+		{"terminating", func(p *corev1.Pod) { p.DeletionTimestamp = &now }, false},
+		{"preempting (nominated)", func(p *corev1.Pod) { p.Status.NominatedNodeName = "n1" }, false},
+		{"succeeded", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, false},
+		{"failed", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, false},
+		{"not judged yet", func(p *corev1.Pod) { p.Status.Conditions = nil }, false},
+		{"scheduling gated", func(p *corev1.Pod) { p.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated }, false},
+		{"scheduler error", func(p *corev1.Pod) { p.Status.Conditions[0].Reason = "SchedulerError" }, false},
+		{"scheduled", func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionTrue }, false},
+		{"another condition first", func(p *corev1.Pod) {
+			p.Status.Conditions = append([]corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}, p.Status.Conditions...)
+		}, true},
+		{"ReplicaSet pod", func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{owner("apps/v1", "ReplicaSet", &yes)} }, true},
+		{"DaemonSet pod", func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{owner("apps/v1", "DaemonSet", &yes)} }, false},
+		{"DaemonSet pod, not controller", func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{owner("apps/v1", "DaemonSet", &no)} }, false},
+		{"mirror pod", func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{owner("v1", "Node", &yes)} }, false},
+	}
+	for _, tc := range cases {
+		if got := facts.IsPending(unschedulable(tc.mut)); got != tc.want {
+			t.Errorf("%s: IsPending = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

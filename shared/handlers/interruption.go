@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/joiner-autoscaler/joiner/events"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
@@ -282,7 +283,7 @@ func withoutNodes(st *kube.ClusterState, going []*corev1.Node) *packer.Snapshot 
 	snap.Pods = append([]*corev1.Pod(nil), st.Snapshot.Pods...)
 	for _, n := range going {
 		for _, p := range st.PodsByNode[n.Name] {
-			if movable(p) {
+			if facts.IsReschedulable(p) {
 				q := p.DeepCopy()
 				q.Spec.NodeName = ""
 				snap.Pods = append(snap.Pods, q)
@@ -290,20 +291,4 @@ func withoutNodes(st *kube.ClusterState, going []*corev1.Node) *packer.Snapshot 
 		}
 	}
 	return &snap
-}
-
-// movable reports whether a pod must be rescheduled when its node goes.
-func movable(p *corev1.Pod) bool {
-	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return false
-	}
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return false
-	}
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return false
-		}
-	}
-	return true
 }

@@ -420,7 +420,7 @@ func (c *Client) Drain(ctx context.Context, nodeName string, opts DrainOptions) 
 				continue
 			}
 			switch {
-			case isOwnedBy(p, "DaemonSet"), isMirror(p), facts.IsTerminal(p), toleratesDisrupted(p):
+			case facts.IsDaemonSetPod(p), facts.IsMirrorPod(p), facts.IsTerminal(p), toleratesDisrupted(p):
 				res.Skipped = append(res.Skipped, facts.PodKey(p))
 			case p.DeletionTimestamp != nil:
 				if now.Before(p.DeletionTimestamp.Time) { // still inside its grace period
@@ -527,11 +527,6 @@ func podGrace(p *corev1.Pod) time.Duration {
 		return time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
 	}
 	return 30 * time.Second
-}
-
-func isMirror(p *corev1.Pod) bool {
-	_, ok := p.Annotations[corev1.MirrorPodAnnotationKey]
-	return ok
 }
 
 func isCritical(p *corev1.Pod) bool {

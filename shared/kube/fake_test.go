@@ -30,14 +30,19 @@ func fakeClient(objs ...runtime.Object) (*Client, *fake.Clientset) {
 
 // TestDrainRetriesPDBRefusals checks the drain loop with client-go's fake clientset: a
 // 429 (PDB) is retried until the eviction is allowed, DaemonSet and mirror pods are left
-// alone, and Events are written for the evicted pod.
+// alone (a mirror pod known only by its Node owner too: that is how Karpenter tells
+// them, and the eviction API cannot remove them), and Events are written for the
+// evicted pod.
 func TestDrainRetriesPDBRefusals(t *testing.T) {
 	web := pod("web", "n1", "1")
 	ds := pod("ds", "n1", "100m", func(p *corev1.Pod) {
-		p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "x", Controller: ptr.To(true)}}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "x", Controller: ptr.To(true)}}
 	})
 	mirror := pod("mirror", "n1", "100m", func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} })
-	c, cs := fakeClient(web, ds, mirror)
+	static := pod("static", "n1", "100m", func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "n1", Controller: ptr.To(true)}}
+	})
+	c, cs := fakeClient(web, ds, mirror, static)
 	var mu sync.Mutex
 	refusals := 2
 	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -59,7 +64,7 @@ func TestDrainRetriesPDBRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Evicted) != 1 || res.Evicted[0] != "default/web" || len(res.Skipped) != 2 || len(res.Remaining) != 0 {
+	if len(res.Evicted) != 1 || res.Evicted[0] != "default/web" || len(res.Skipped) != 3 || len(res.Remaining) != 0 {
 		t.Fatalf("drain result %+v", res)
 	}
 	if refusals != 0 {

@@ -227,7 +227,7 @@ func assemble(st *ClusterState, pods []*corev1.Pod) {
 	st.PodsByNode = make(map[string][]*corev1.Pod, len(st.AllNodes))
 	for _, p := range pods {
 		switch {
-		case IsPending(p):
+		case facts.IsPending(p):
 			st.Snapshot.Pods = append(st.Snapshot.Pods, p)
 		case p.Spec.NodeName != "" && !facts.IsTerminal(p):
 			st.PodsByNode[p.Spec.NodeName] = append(st.PodsByNode[p.Spec.NodeName], p)
@@ -285,33 +285,6 @@ func withoutBoundPods(nc *karpenter.NodeClaim, pods []*corev1.Pod) *karpenter.No
 	}
 	cp.Status.Allocatable = alloc
 	return &cp
-}
-
-// IsPending reports whether the scheduler gave up on p for lack of capacity: not bound,
-// not terminating, PodScheduled=False with reason Unschedulable. DaemonSet pods and pods
-// waiting on a preemption (nominatedNodeName) are left out, as Karpenter leaves them.
-func IsPending(p *corev1.Pod) bool {
-	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || facts.IsTerminal(p) || p.Status.NominatedNodeName != "" {
-		return false
-	}
-	if isOwnedBy(p, "DaemonSet") {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	return false
-}
-
-func isOwnedBy(p *corev1.Pod, kind string) bool {
-	for _, o := range p.OwnerReferences {
-		if o.Kind == kind && o.Controller != nil && *o.Controller {
-			return true
-		}
-	}
-	return false
 }
 
 // PodRequests sums a pod's effective requests: the larger of the sum of its containers

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
@@ -28,30 +27,6 @@ func pod(name, node string, cpu string, mut ...func(*corev1.Pod)) *corev1.Pod {
 		m(p)
 	}
 	return p
-}
-
-func TestIsPending(t *testing.T) {
-	now := metav1.Now()
-	cases := map[string]struct {
-		p    *corev1.Pod
-		want bool
-	}{
-		"unschedulable":  {pod("a", "", "1"), true},
-		"bound":          {pod("b", "n1", "1"), false},
-		"terminating":    {pod("c", "", "1", func(p *corev1.Pod) { p.DeletionTimestamp = &now }), false},
-		"not yet judged": {pod("d", "", "1", func(p *corev1.Pod) { p.Status.Conditions = nil }), false},
-		"other reason":   {pod("e", "", "1", func(p *corev1.Pod) { p.Status.Conditions[0].Reason = "SchedulerError" }), false},
-		"preempting":     {pod("f", "", "1", func(p *corev1.Pod) { p.Status.NominatedNodeName = "n1" }), false},
-		"failed":         {pod("g", "", "1", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), false},
-		"daemonset owned": {pod("h", "", "1", func(p *corev1.Pod) {
-			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Controller: ptr.To(true)}}
-		}), false},
-	}
-	for name, tc := range cases {
-		if got := IsPending(tc.p); got != tc.want {
-			t.Errorf("%s: IsPending = %v, want %v", name, got, tc.want)
-		}
-	}
 }
 
 func claim(name, providerID string, initialized bool) *karpenter.NodeClaim {

@@ -13,6 +13,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/bootstrap"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 )
@@ -170,7 +171,7 @@ func (c *Cluster) deletePodsOn(ctx context.Context, node string) ([]string, erro
 		if err := c.deletePod(ctx, p.Namespace, p.Name); err != nil && !apierrors.IsNotFound(err) {
 			return lost, errf(err, "delete pod %s/%s", p.Namespace, p.Name)
 		}
-		if _, ok := controllerOf(&p); !ok && !isDaemon(&p) {
+		if _, ok := controllerOf(&p); !ok && !facts.IsDaemonSetPod(&p) {
 			lost = append(lost, p.Namespace+"/"+p.Name)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/manifest"
@@ -57,7 +58,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("want both pods marked unschedulable, got %+v", rep)
 	}
 	p, _ := c.Clientset().CoreV1().Pods("default").Get(ctx, "web-0", metav1.GetOptions{})
-	if !kube.IsPending(p) {
+	if !facts.IsPending(p) {
 		t.Fatalf("pod not pending as the provisioner reads it: %+v", p.Status)
 	}
 

@@ -26,7 +26,7 @@ func (c *Cluster) schedule(ctx context.Context, r *Report, pods *[]*corev1.Pod) 
 	for i, p := range *pods {
 		index[p] = i
 		switch {
-		case !facts.IsActive(p) || isDaemon(p):
+		case !facts.IsActive(p) || facts.IsDaemonSetPod(p):
 		case p.Spec.NodeName != "":
 			bound[p.Spec.NodeName] = append(bound[p.Spec.NodeName], p)
 		default:

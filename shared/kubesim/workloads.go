@@ -44,15 +44,6 @@ func controllerOf(p *corev1.Pod) (workloadKey, bool) {
 	return workloadKey{}, false
 }
 
-func isDaemon(p *corev1.Pod) bool {
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
-}
-
 // adopt records the workload of a pod applied to the cluster.
 func (c *Cluster) adopt(p *corev1.Pod) {
 	k, ok := controllerOf(p)

@@ -54,10 +54,8 @@ func (s *solver) addExisting() {
 			}
 			n.used = n.used.add(s.dims.vec(facts.PodRequests(pod)))
 			n.used[dimPods]++
-			for _, o := range pod.OwnerReferences {
-				if o.Kind == "DaemonSet" {
-					listed[facts.PodNamespace(pod)+"/"+o.Name] = true
-				}
+			if ref := facts.DaemonSetRef(pod); ref != nil {
+				listed[facts.PodNamespace(pod)+"/"+ref.Name] = true
 			}
 			for _, c := range pod.Spec.Containers {
 				for _, port := range c.Ports {

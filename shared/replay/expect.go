@@ -224,7 +224,7 @@ func podCounts(v *view) (running, other int) {
 	}
 	for i := range v.pods {
 		p := &v.pods[i]
-		if isDaemonPod(p) || facts.IsTerminal(p) {
+		if facts.IsDaemonSetPod(p) || facts.IsTerminal(p) {
 			continue
 		}
 		if p.Spec.NodeName != "" && ready[p.Spec.NodeName] && p.Status.Phase == corev1.PodRunning {
@@ -234,15 +234,6 @@ func podCounts(v *view) (running, other int) {
 		}
 	}
 	return running, other
-}
-
-func isDaemonPod(p *corev1.Pod) bool {
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
 }
 
 func podOn(v *view, want *PodOn) (bool, string) {

@@ -15,7 +15,6 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
-	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/manifest"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 	"github.com/joiner-autoscaler/joiner/shared/packer/workload"
@@ -64,7 +63,7 @@ func (rec *recorder) observe(ctx context.Context, r *run) error {
 	}
 	s := Sample{At: now.Sub(r.start), Nodes: len(nodes.Items)}
 	for i := range pods.Items {
-		if kube.IsPending(&pods.Items[i]) {
+		if facts.IsPending(&pods.Items[i]) {
 			s.Pending++
 		}
 	}
@@ -91,7 +90,7 @@ func (rec *recorder) lowerBound(pods []corev1.Pod, nodes []corev1.Node, ds []app
 	counts := map[string]int{}
 	for i := range pods {
 		p := &pods[i]
-		if isDaemonPod(p) || !facts.IsActive(p) {
+		if facts.IsDaemonSetPod(p) || !facts.IsActive(p) {
 			continue
 		}
 		if f := foreign[p.Spec.NodeName]; f != nil {

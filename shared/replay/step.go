@@ -17,6 +17,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/events"
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kubesim"
@@ -184,7 +185,7 @@ func (r *run) pendingSpecs(ctx context.Context, refs []kubesim.PodRef) ([]events
 		if err != nil {
 			return nil, err
 		}
-		if kube.IsPending(p) {
+		if facts.IsPending(p) {
 			out = append(out, events.FromPod(p))
 		}
 	}
