@@ -607,3 +607,11 @@ func deepCopyNodeClaim(nc *karpenter.NodeClaim) *karpenter.NodeClaim {
 	_ = json.Unmarshal(b, out)
 	return out
 }
+
+func addList(dst, src corev1.ResourceList) {
+	for k, v := range src {
+		cur := dst[k]
+		cur.Add(v)
+		dst[k] = cur
+	}
+}

@@ -12,7 +12,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -268,50 +267,15 @@ func assemble(st *ClusterState, pods []*corev1.Pod) {
 // not offered twice.
 func withoutBoundPods(nc *karpenter.NodeClaim, pods []*corev1.Pod) *karpenter.NodeClaim {
 	cp := *nc
-	alloc := corev1.ResourceList{}
-	for k, v := range nc.Status.Allocatable {
-		alloc[k] = v.DeepCopy()
+	alloc := nc.Status.Allocatable.DeepCopy()
+	if alloc == nil {
+		alloc = corev1.ResourceList{}
 	}
 	for _, p := range pods {
-		for name, q := range PodRequests(p) {
-			if cur, ok := alloc[name]; ok {
-				cur.Sub(q)
-				if cur.Sign() < 0 {
-					cur = *resource.NewQuantity(0, cur.Format)
-				}
-				alloc[name] = cur
-			}
-		}
+		facts.SubtractPod(alloc, facts.PodRequests(p))
 	}
 	cp.Status.Allocatable = alloc
 	return &cp
-}
-
-// PodRequests sums a pod's effective requests: the larger of the sum of its containers
-// and its largest init container, plus overhead.
-func PodRequests(p *corev1.Pod) corev1.ResourceList {
-	out := corev1.ResourceList{}
-	for _, c := range p.Spec.Containers {
-		addList(out, c.Resources.Requests)
-	}
-	for _, c := range p.Spec.InitContainers {
-		for k, v := range c.Resources.Requests {
-			if cur, ok := out[k]; !ok || v.Cmp(cur) > 0 {
-				out[k] = v.DeepCopy()
-			}
-		}
-	}
-	addList(out, p.Spec.Overhead)
-	out[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
-	return out
-}
-
-func addList(dst, src corev1.ResourceList) {
-	for k, v := range src {
-		cur := dst[k]
-		cur.Add(v)
-		dst[k] = cur
-	}
 }
 
 // ConditionTrue reports whether conditions hold typ with status True.

@@ -104,18 +104,39 @@ func names(ps []*corev1.Pod) []string {
 	return out
 }
 
-func TestPodRequestsInitContainersAndOverhead(t *testing.T) {
-	p := pod("p", "", "500m", func(p *corev1.Pod) {
-		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}})
-		p.Spec.InitContainers = []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}
-		p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
-	})
-	r := PodRequests(p)
-	if q := r[corev1.ResourceCPU]; q.String() != "2100m" {
-		t.Errorf("cpu %s, want 2100m (max(750m, 2) + 100m overhead)", q.String())
+// TestInFlightRoomCountsSidecars: the room an in-flight NodeClaim still offers
+// leaves out what its bound pods request by kube-scheduler's rule (facts.PodRequests).
+// kube kept its own sum, which took a sidecar (an init container with restartPolicy
+// Always) for an ordinary init container and so counted max(app, sidecar) instead
+// of app + sidecar: the claim's room was overstated and the provisioner packed pods
+// onto capacity that was not there.
+func TestInFlightRoomCountsSidecars(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	cpu := func(v string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(v)}
 	}
-	if q := r[corev1.ResourceMemory]; q.String() != "1Gi" {
-		t.Errorf("memory %s", q.String())
+	withSidecar := pod("meshed", "starting", "1", func(p *corev1.Pod) {
+		p.Spec.InitContainers = []corev1.Container{
+			{Name: "proxy", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: cpu("500m")}},
+			{Name: "migrate", Resources: corev1.ResourceRequirements{Requests: cpu("1200m")}},
+		}
+		p.Spec.Overhead = cpu("100m")
+	})
+	limitsOnly := pod("limits", "starting", "1", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: cpu("250m")}
+	})
+	nc := claim("c", "aws:///us-east-1a/i-0abc", false)
+	nc.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")}
+	got := withoutBoundPods(nc, []*corev1.Pod{withSidecar, limitsOnly})
+	// meshed: max(1 + 500m, 1200m + 500m) + 100m = 1800m; limits: 250m. 4 - 2050m.
+	if q := got.Status.Allocatable[corev1.ResourceCPU]; q.Cmp(resource.MustParse("1950m")) != 0 {
+		t.Errorf("in-flight cpu %s, want 1950m (the sidecar runs beside the app and the later init container)", q.String())
+	}
+	if q := got.Status.Allocatable[corev1.ResourcePods]; q.Value() != 108 {
+		t.Errorf("in-flight pods %s, want 108", q.String())
+	}
+	if q := nc.Status.Allocatable[corev1.ResourceCPU]; q.Cmp(resource.MustParse("4")) != 0 {
+		t.Errorf("the NodeClaim itself was modified: cpu %s", q.String())
 	}
 }
 
