@@ -25,7 +25,7 @@ import (
 var ErrDoNotDisrupt = errors.New(`blocked by karpenter.sh/do-not-disrupt: "true"`)
 
 // ErrNotOwned is returned for a node Joiner did not launch (no NodeClaim, no nodepool
-// label) or a control-plane node: Joiner never touches those.
+// label) or a control-plane or infra node (facts.IsProtectedNode): Joiner never touches those.
 var ErrNotOwned = errors.New("not launched by Joiner")
 
 // DisruptedTaint is the taint that keeps new pods off a node being disrupted.
@@ -72,16 +72,6 @@ type Disruption struct {
 	committed bool
 }
 
-// IsControlPlane reports whether n is a control-plane node (never a candidate).
-func IsControlPlane(n *corev1.Node) bool {
-	for _, k := range []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"} {
-		if _, ok := n.Labels[k]; ok {
-			return true
-		}
-	}
-	return false
-}
-
 // BeginDisruption checks that nodeName is Joiner's to disrupt and taints it
 // karpenter.sh/disrupted:NoSchedule. A voluntary disruption is refused (with a
 // DisruptionBlocked Event) when the node or any of its pods is annotated
@@ -98,8 +88,8 @@ func (c *Client) BeginDisruption(ctx context.Context, st *ClusterState, nodeName
 	}
 	nc := st.NodeClaimForNode(node)
 	switch {
-	case IsControlPlane(node):
-		return nil, fmt.Errorf("disrupt node %s: control-plane node: %w", nodeName, ErrNotOwned)
+	case facts.IsProtectedNode(node):
+		return nil, fmt.Errorf("disrupt node %s: control-plane or infra node: %w", nodeName, ErrNotOwned)
 	case nc == nil || node.Labels[karpenter.NodePoolLabelKey] == "":
 		return nil, fmt.Errorf("disrupt node %s: no NodeClaim owns it: %w", nodeName, ErrNotOwned)
 	}
@@ -243,7 +233,7 @@ func (c *Client) ClearStaleDisruptions(ctx context.Context, st *ClusterState) ([
 		}
 		nc := st.NodeClaimForNode(n)
 		switch {
-		case IsControlPlane(n), nc == nil, n.Labels[karpenter.NodePoolLabelKey] == "":
+		case facts.IsProtectedNode(n), nc == nil, n.Labels[karpenter.NodePoolLabelKey] == "":
 			continue // not Joiner's
 		case n.DeletionTimestamp != nil, nc.DeletionTimestamp != nil:
 			continue
@@ -275,8 +265,8 @@ func (c *Client) TaintRebalance(ctx context.Context, st *ClusterState, nodeName 
 	switch {
 	case node == nil:
 		return fmt.Errorf("taint node %s: not in the snapshot", nodeName)
-	case IsControlPlane(node):
-		return fmt.Errorf("taint node %s: control-plane node: %w", nodeName, ErrNotOwned)
+	case facts.IsProtectedNode(node):
+		return fmt.Errorf("taint node %s: control-plane or infra node: %w", nodeName, ErrNotOwned)
 	case st.NodeClaimForNode(node) == nil || node.Labels[karpenter.NodePoolLabelKey] == "":
 		return fmt.Errorf("taint node %s: no NodeClaim owns it: %w", nodeName, ErrNotOwned)
 	}
@@ -556,7 +546,7 @@ func errMessage(err error) string {
 
 // DeleteNode deletes a Node Joiner launched.
 func (c *Client) DeleteNode(ctx context.Context, node *corev1.Node) error {
-	if IsControlPlane(node) || node.Labels[karpenter.NodePoolLabelKey] == "" {
+	if facts.IsProtectedNode(node) || node.Labels[karpenter.NodePoolLabelKey] == "" {
 		return fmt.Errorf("delete node %s: %w", node.Name, ErrNotOwned)
 	}
 	err := c.clients.Core.Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &node.UID}})

@@ -145,6 +145,55 @@ func TestBeginDisruptionRefusesNodesJoinerDidNotLaunch(t *testing.T) {
 	}
 }
 
+// TestProtectedNodesAreNeverTouched: the executor refuses the same nodes the
+// disruption decision never picks (facts.IsProtectedNode), even when a NodeClaim
+// and the nodepool label make one look like Joiner's. kube used to know only the
+// control-plane and master labels, so an infra node, or a control plane marked only
+// by its taint, could be disrupted, tainted or deleted if a decision named it.
+func TestProtectedNodesAreNeverTouched(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		taints []corev1.Taint
+	}{
+		{"infra-label", map[string]string{"node-role.kubernetes.io/infra": ""}, nil},
+		{"control-plane-taint", nil, []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}},
+		{"master-taint", nil, []corev1.Taint{{Key: "node-role.kubernetes.io/master", Effect: corev1.TaintEffectNoSchedule}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := node(tc.name, "aws:///z/i-"+tc.name)
+			n.Labels = map[string]string{karpenter.NodePoolLabelKey: "default"}
+			for k, v := range tc.labels {
+				n.Labels[k] = v
+			}
+			n.Spec.Taints = append(n.Spec.Taints, tc.taints...)
+			n.Spec.Taints = append(n.Spec.Taints, DisruptedTaint) // a stale disruption taint, for ClearStaleDisruptions
+			c, cs := fakeClient(n)
+			st := &ClusterState{AllNodes: []*corev1.Node{n}, NodeClaims: []*karpenter.NodeClaim{claim("c-"+tc.name, n.Spec.ProviderID, true)}}
+			ctx := context.Background()
+			if _, err := c.BeginDisruption(ctx, st, n.Name, DisruptOptions{Reason: "Empty"}); !errors.Is(err, ErrNotOwned) {
+				t.Errorf("BeginDisruption: %v, want ErrNotOwned", err)
+			}
+			if err := c.TaintRebalance(ctx, st, n.Name); !errors.Is(err, ErrNotOwned) {
+				t.Errorf("TaintRebalance: %v, want ErrNotOwned", err)
+			}
+			if err := c.DeleteNode(ctx, n); !errors.Is(err, ErrNotOwned) {
+				t.Errorf("DeleteNode: %v, want ErrNotOwned", err)
+			}
+			if cleared, err := c.ClearStaleDisruptions(ctx, st); err != nil || len(cleared) != 0 {
+				t.Errorf("ClearStaleDisruptions: cleared %v, err %v; want the node left alone", cleared, err)
+			}
+			got, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("the node is gone: %v", err)
+			}
+			if len(got.Spec.Taints) != len(n.Spec.Taints) {
+				t.Errorf("taints changed: %v, want %v", got.Spec.Taints, n.Spec.Taints)
+			}
+		})
+	}
+}
+
 func TestEventSeriesInsteadOfDuplicates(t *testing.T) {
 	c, cs := fakeClient()
 	n := node("n1", "")
