@@ -19,6 +19,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
@@ -311,7 +312,7 @@ func (w *simWorld) observe(ctx context.Context) (*worldState, error) {
 		return nil, err
 	}
 	for _, p := range pods.Items {
-		s.pods[p.Namespace+"/"+p.Name] = true
+		s.pods[facts.PodKey(&p)] = true
 	}
 	return s, nil
 }

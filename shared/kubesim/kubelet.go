@@ -172,7 +172,7 @@ func (c *Cluster) deletePodsOn(ctx context.Context, node string) ([]string, erro
 			return lost, errf(err, "delete pod %s/%s", p.Namespace, p.Name)
 		}
 		if _, ok := controllerOf(&p); !ok && !facts.IsDaemonSetPod(&p) {
-			lost = append(lost, p.Namespace+"/"+p.Name)
+			lost = append(lost, facts.PodKey(&p))
 		}
 	}
 	return lost, nil

@@ -50,7 +50,7 @@ func (c *Cluster) schedule(ctx context.Context, r *Report, pods *[]*corev1.Pod) 
 	plan := packer.Solve(snap, packer.Options{Prepared: c.prep()})
 	byKey := make(map[string]*corev1.Pod, len(pending))
 	for _, p := range pending {
-		byKey[p.Namespace+"/"+p.Name] = p
+		byKey[facts.PodKey(p)] = p
 		c.waits.pending(p)
 	}
 	now := c.cfg.Now()

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 )
 
 // Wait is how long one pod waited from creation (pending) until it ran.
@@ -26,7 +28,7 @@ func newWaits() *waits { return &waits{open: map[types.UID]Wait{}} }
 
 func (w *waits) pending(p *corev1.Pod) {
 	if _, ok := w.open[p.UID]; !ok {
-		w.open[p.UID] = Wait{Pod: p.Namespace + "/" + p.Name, Created: createdAt(p)}
+		w.open[p.UID] = Wait{Pod: facts.PodKey(p), Created: createdAt(p)}
 	}
 }
 
@@ -49,7 +51,7 @@ func (w *waits) keepOnly(pending []*corev1.Pod) {
 func (w *waits) bound(p *corev1.Pod, now time.Time) {
 	rec, ok := w.open[p.UID]
 	if !ok {
-		rec = Wait{Pod: p.Namespace + "/" + p.Name, Created: createdAt(p)}
+		rec = Wait{Pod: facts.PodKey(p), Created: createdAt(p)}
 	}
 	delete(w.open, p.UID)
 	rec.Bound, rec.Wait = now, now.Sub(rec.Created)

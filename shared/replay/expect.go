@@ -245,7 +245,7 @@ func podOn(v *view, want *PodOn) (bool, string) {
 	var seen []string
 	for i := range v.pods {
 		p := &v.pods[i]
-		key := p.Namespace + "/" + p.Name
+		key := facts.PodKey(p)
 		if key != want.Pod && !(isPrefix && strings.HasPrefix(key, prefix)) {
 			continue
 		}
