@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,7 +38,8 @@ const EKSAMIOwner = "602401143452"
 // DefaultSeed is a small, ready-to-use account for cluster clusterName: one VPC,
 // a private subnet in each of us-east-1a/b/c and a node security group, all
 // tagged karpenter.sh/discovery=<cluster>; an ACTIVE EKS cluster; a custom
-// worker AMI owned by the account; and (as in every seed) the public AMI
+// worker AMI owned by the account; the node role KarpenterNodeRole-<cluster>
+// (no instance profile: Joiner creates that); and (as in every seed) the public AMI
 // parameters of DefaultKubernetesVersions.
 func DefaultSeed(clusterName string) Seed {
 	disc := func(name string, extra map[string]string) map[string]string {
@@ -71,11 +73,18 @@ func DefaultSeed(clusterName string) Seed {
 			{ID: "ami-0c0ffee00000000a2", Name: clusterName + "-custom-worker-gpu-x86_64", Description: "custom GPU worker image (amiFamily: Custom)",
 				Architecture: "x86_64", CreationDate: "2026-10-01T00:00:00Z", Tags: map[string]string{"karpenter.sh/discovery": clusterName, "gpu": "true"}},
 		},
+		// The node role Karpenter's getting-started guide creates; Joiner makes the
+		// instance profile that holds it.
+		Roles: []Role{{Name: NodeRoleName(clusterName)}},
 		Clusters: []Cluster{{Name: clusterName, Version: DefaultKubernetesVersions[len(DefaultKubernetesVersions)-1],
 			SubnetIDs: []string{subnets[0].ID, subnets[1].ID, subnets[2].ID}, SecurityGroupIDs: []string{"sg-0d0000000000000d1"},
 			ClusterSGID: "sg-0d0000000000000d2"}},
 	}
 }
+
+// NodeRoleName is the node role DefaultSeed creates for a cluster,
+// KarpenterNodeRole-<cluster> as Karpenter's getting-started guide names it.
+func NodeRoleName(clusterName string) string { return "KarpenterNodeRole-" + clusterName }
 
 // LoadSeed reads a JSON state file. Unknown fields are an error, so a typo
 // in a seed does not silently drop state.
@@ -139,16 +148,20 @@ type publicAMI struct {
 // aliases (al2023@latest, al2@latest, bottlerocket@latest, and @<release>).
 func publicAMIs(versions []string) []publicAMI {
 	var out []publicAMI
+	// The EKS-optimized images have one 20 GiB root volume; Bottlerocket a 2 GiB
+	// OS volume and a 20 GiB data volume (/dev/xvdb), as the published AMIs do.
+	eksDevices := []ImageBlockDevice{{DeviceName: "/dev/xvda", VolumeSizeGiB: 20}}
+	brDevices := []ImageBlockDevice{{DeviceName: "/dev/xvda", VolumeSizeGiB: 2}, {DeviceName: "/dev/xvdb", VolumeSizeGiB: 20}}
+	devices := eksDevices
 	add := func(name, arch, desc string, params ...string) {
 		h := sha256.Sum256([]byte(name))
-		out = append(out, publicAMI{
-			image: Image{
-				ID: "ami-0" + hex.EncodeToString(h[:8]), Name: name, Description: desc, Architecture: arch,
-				OwnerID: EKSAMIOwner, OwnerAlias: "amazon", State: "available", Public: true,
-				CreationDate: publicAMIDate.Format(time.RFC3339),
-			},
-			params: params,
-		})
+		img := Image{
+			ID: "ami-0" + hex.EncodeToString(h[:8]), Name: name, Description: desc, Architecture: arch,
+			OwnerID: EKSAMIOwner, OwnerAlias: "amazon", State: "available", Public: true,
+			CreationDate: publicAMIDate.Format(time.RFC3339), BlockDevices: slices.Clone(devices),
+		}
+		fillImageDevices(&img, 0)
+		out = append(out, publicAMI{image: img, params: params})
 	}
 	for _, k := range versions {
 		eks := "/aws/service/eks/optimized-ami/" + k
@@ -173,6 +186,7 @@ func publicAMIs(versions []string) []publicAMI {
 				fmt.Sprintf("%s/%s/recommended/image_id", eks, v.path),
 				fmt.Sprintf("%s/%s/%s/image_id", eks, v.path, name))
 		}
+		devices = brDevices
 		for _, flavor := range []string{"", "-nvidia"} {
 			for _, arch := range []string{"x86_64", "arm64"} {
 				base := fmt.Sprintf("/aws/service/bottlerocket/aws-k8s-%s%s/%s", k, flavor, arch)
@@ -181,6 +195,30 @@ func publicAMIs(versions []string) []publicAMI {
 					base+"/latest/image_id", base+"/"+BottlerocketAMIRelease+"/image_id")
 			}
 		}
+		devices = eksDevices
 	}
 	return out
+}
+
+// fillImageDevices gives an image its root device and snapshots: the root
+// device defaults to /dev/xvda, and an image without snapshots gets one of
+// rootGiB (when positive) on its root device. Snapshot IDs derive from the
+// image ID, so a seed reads the same every time.
+func fillImageDevices(img *Image, rootGiB int) {
+	if img.RootDeviceName == "" {
+		img.RootDeviceName = "/dev/xvda"
+		if len(img.BlockDevices) > 0 {
+			img.RootDeviceName = img.BlockDevices[0].DeviceName
+		}
+	}
+	if len(img.BlockDevices) == 0 && rootGiB > 0 {
+		img.BlockDevices = []ImageBlockDevice{{DeviceName: img.RootDeviceName, VolumeSizeGiB: rootGiB}}
+	}
+	img.BlockDevices = slices.Clone(img.BlockDevices)
+	for i := range img.BlockDevices {
+		if img.BlockDevices[i].SnapshotID == "" {
+			h := sha256.Sum256([]byte(img.ID + img.BlockDevices[i].DeviceName))
+			img.BlockDevices[i].SnapshotID = "snap-0" + hex.EncodeToString(h[:8])
+		}
+	}
 }

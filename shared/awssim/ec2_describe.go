@@ -618,26 +618,40 @@ func (s *Sim) describeSecurityGroups(p params, _ *callCtx) (ec2Body, *apiError) 
 // ---- DescribeImages ----
 
 type xImage struct {
-	ImageID            string `xml:"imageId"`
-	ImageLocation      string `xml:"imageLocation"`
-	ImageState         string `xml:"imageState"`
-	ImageOwnerID       string `xml:"imageOwnerId"`
-	CreationDate       string `xml:"creationDate"`
-	IsPublic           bool   `xml:"isPublic"`
-	Architecture       string `xml:"architecture"`
-	ImageType          string `xml:"imageType"`
-	ImageOwnerAlias    string `xml:"imageOwnerAlias,omitempty"`
-	Name               string `xml:"name"`
-	Description        string `xml:"description,omitempty"`
-	RootDeviceType     string `xml:"rootDeviceType"`
-	RootDeviceName     string `xml:"rootDeviceName"`
-	VirtualizationType string `xml:"virtualizationType"`
-	Hypervisor         string `xml:"hypervisor"`
-	EnaSupport         bool   `xml:"enaSupport"`
-	PlatformDetails    string `xml:"platformDetails"`
-	UsageOperation     string `xml:"usageOperation"`
-	DeprecationTime    string `xml:"deprecationTime,omitempty"`
-	Tags               []xTag `xml:"tagSet>item"`
+	ImageID            string      `xml:"imageId"`
+	ImageLocation      string      `xml:"imageLocation"`
+	ImageState         string      `xml:"imageState"`
+	ImageOwnerID       string      `xml:"imageOwnerId"`
+	CreationDate       string      `xml:"creationDate"`
+	IsPublic           bool        `xml:"isPublic"`
+	Architecture       string      `xml:"architecture"`
+	ImageType          string      `xml:"imageType"`
+	ImageOwnerAlias    string      `xml:"imageOwnerAlias,omitempty"`
+	Name               string      `xml:"name"`
+	Description        string      `xml:"description,omitempty"`
+	RootDeviceType     string      `xml:"rootDeviceType"`
+	RootDeviceName     string      `xml:"rootDeviceName"`
+	VirtualizationType string      `xml:"virtualizationType"`
+	Hypervisor         string      `xml:"hypervisor"`
+	EnaSupport         bool        `xml:"enaSupport"`
+	PlatformDetails    string      `xml:"platformDetails"`
+	UsageOperation     string      `xml:"usageOperation"`
+	DeprecationTime    string      `xml:"deprecationTime,omitempty"`
+	BlockDeviceMapping []xImageBDM `xml:"blockDeviceMapping>item"`
+	Tags               []xTag      `xml:"tagSet>item"`
+}
+
+type xImageBDM struct {
+	DeviceName string    `xml:"deviceName"`
+	Ebs        xImageEBS `xml:"ebs"`
+}
+
+type xImageEBS struct {
+	SnapshotID          string `xml:"snapshotId"`
+	VolumeSize          int    `xml:"volumeSize"`
+	DeleteOnTermination bool   `xml:"deleteOnTermination"`
+	VolumeType          string `xml:"volumeType"`
+	Encrypted           bool   `xml:"encrypted"`
 }
 
 type describeImagesOut struct {
@@ -662,6 +676,9 @@ func (s *Sim) describeImages(p params, _ *callCtx) (ec2Body, *apiError) {
 	var items []xImage
 	for _, img := range s.w.images.list() {
 		if len(ids) > 0 && !slices.Contains(ids, img.ID) {
+			continue
+		}
+		if img.State == imageDeregistered { // gone from every listing, as in EC2
 			continue
 		}
 		if len(owners) > 0 && !s.ownerMatches(owners, img) {
@@ -700,12 +717,16 @@ func (s *Sim) describeImages(p params, _ *callCtx) (ec2Body, *apiError) {
 		if t, err := time.Parse(time.RFC3339, img.DeprecationTime); err == nil {
 			dep = formatTime(t)
 		}
+		var bdms []xImageBDM
+		for _, b := range img.BlockDevices {
+			bdms = append(bdms, xImageBDM{b.DeviceName, xImageEBS{b.SnapshotID, b.VolumeSizeGiB, true, "gp3", false}})
+		}
 		items = append(items, xImage{
 			ImageID: img.ID, ImageLocation: img.OwnerID + "/" + img.Name, ImageState: img.State, ImageOwnerID: img.OwnerID,
 			CreationDate: created, IsPublic: img.Public, Architecture: img.Architecture, ImageType: "machine",
 			ImageOwnerAlias: alias, Name: img.Name, Description: img.Description, RootDeviceType: "ebs",
-			RootDeviceName: "/dev/xvda", VirtualizationType: "hvm", Hypervisor: "xen", EnaSupport: true,
-			PlatformDetails: linuxProduct, UsageOperation: "RunInstances", DeprecationTime: dep, Tags: xTags(img.Tags),
+			RootDeviceName: img.RootDeviceName, VirtualizationType: "hvm", Hypervisor: "xen", EnaSupport: true,
+			PlatformDetails: linuxProduct, UsageOperation: "RunInstances", DeprecationTime: dep, BlockDeviceMapping: bdms, Tags: xTags(img.Tags),
 		})
 	}
 	start, end, next, err := page(p, "DescribeImages", len(items), 0, 1, 1000)

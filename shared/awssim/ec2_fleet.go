@@ -139,13 +139,21 @@ func (s *Sim) createFleet(p params, c *callCtx) (ec2Body, *apiError) {
 		if aerr := s.checkSecurityGroups(lt.Data.SecurityGroupIDs); aerr != nil {
 			return nil, aerr
 		}
+		input := launchInput{profile: lt.Data.IAMInstanceProfile, userData: lt.Data.UserData, sgIDs: lt.Data.SecurityGroupIDs,
+			bdms: lt.Data.BlockDeviceMappings, tags: map[string]string{}}
+		for k, v := range lt.Data.TagSpecifications["instance"] {
+			input.tags[k] = v
+		}
+		for k, v := range specs["instance"] {
+			input.tags[k] = v
+		}
 		ovIdx := p.indices(k + "Overrides")
 		if len(ovIdx) == 0 {
 			ovIdx = []int{-1}
 		}
 		for _, j := range ovIdx {
 			o := fmt.Sprintf("%sOverrides.%d.", k, j)
-			pl := &pool{cfg: ci, lt: lt, ltVersion: version, weight: 1, order: len(pools)}
+			pl := &pool{cfg: ci, lt: lt, ltVersion: version, weight: 1, order: len(pools), reservation: lt.Data.CapacityReservationID}
 			if j >= 0 {
 				pl.ov = xOverrides{
 					InstanceType: p.str(o + "InstanceType"), SubnetID: p.str(o + "SubnetId"),
@@ -178,7 +186,7 @@ func (s *Sim) createFleet(p params, c *callCtx) (ec2Body, *apiError) {
 			}
 			pl.subnet, pl.zone = sn, zone
 			pools = append(pools, pl)
-			if code, msg := s.checkImage(pl.imageID, pl.instanceType); code != "" {
+			if code, msg := s.checkPool(pl, input); code != "" {
 				failed[pl] = true
 				for _, ct := range []string{CapacitySpot, CapacityOnDemand} {
 					if ct == CapacitySpot && spotT > 0 || ct == CapacityOnDemand && odT > 0 {
@@ -193,22 +201,22 @@ func (s *Sim) createFleet(p params, c *callCtx) (ec2Body, *apiError) {
 	}
 
 	budget := c.partial // -1: unlimited
-	used, usedIPs := map[Offering]int{}, map[string]int{}
+	u := newUsage()
 	var places []placement
 	if spotT > 0 {
 		failedSpot := clonePoolSet(failed)
-		pl := s.plan(pools, CapacitySpot, spotStrategy, float64(spotT), &budget, used, usedIPs, &errs, failedSpot)
+		pl := s.plan(pools, CapacitySpot, spotStrategy, float64(spotT), &budget, u, &errs, failedSpot)
 		if countUnits(pl) >= float64(max(minSpot, 1)) || minSpot == 0 {
 			places = append(places, pl...)
 		} else {
 			for _, x := range pl {
-				used[x.pool.offering(CapacitySpot)] -= x.count
+				u.take(x.pool, CapacitySpot, -x.count)
 			}
 		}
 	}
 	if odT > 0 {
 		failedOD := clonePoolSet(failed)
-		pl := s.plan(pools, CapacityOnDemand, odStrategy, float64(odT), &budget, used, usedIPs, &errs, failedOD)
+		pl := s.plan(pools, CapacityOnDemand, odStrategy, float64(odT), &budget, u, &errs, failedOD)
 		if countUnits(pl) >= float64(max(minOD, 1)) || minOD == 0 {
 			places = append(places, pl...)
 		}
@@ -231,7 +239,7 @@ func (s *Sim) createFleet(p params, c *callCtx) (ec2Body, *apiError) {
 		ins := s.launch(pl.pool, pl.ct, pl.count, launchSpec{
 			sgIDs: lt.Data.SecurityGroupIDs, userData: lt.Data.UserData, profile: lt.Data.IAMInstanceProfile,
 			metadata: lt.Data.MetadataOptions, bdms: lt.Data.BlockDeviceMappings, tags: tags,
-			fleetID: fleetID, reservationID: s.w.hexID("r", 17),
+			fleetID: fleetID, reservationID: s.w.hexID("r", 17), reservationPreference: lt.Data.CapacityReservationPreference,
 		})
 		fi := xFleetInstance{LaunchTemplateAndOverrides: pl.pool.ltAndOverrides(), Lifecycle: pl.ct, InstanceType: pl.pool.instanceType}
 		for _, in := range ins {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -25,33 +26,81 @@ type pool struct {
 	weight       float64
 	ov           xOverrides // the override as given, echoed in answers
 	order        int
+	// reservation is the capacity reservation the pool's launches target.
+	reservation string
 }
 
 func (pl *pool) offering(ct string) Offering { return Offering{pl.instanceType, pl.zone, ct} }
 
-// launchable says why an offering cannot launch one more instance now ("" if it can).
-func (s *Sim) launchBlocker(o Offering, subnet *Subnet, used map[Offering]int, usedIPs map[string]int) (code, msg string) {
+// usage is what earlier parts of one call took: offerings' capacity, subnets'
+// addresses and reservations' slots, none of which the call has consumed yet.
+type usage struct {
+	offerings    map[Offering]int
+	ips          map[string]int
+	reservations map[string]int
+}
+
+func newUsage() *usage {
+	return &usage{offerings: map[Offering]int{}, ips: map[string]int{}, reservations: map[string]int{}}
+}
+
+func (u *usage) take(pl *pool, ct string, n int) {
+	u.offerings[pl.offering(ct)] += n
+	if pl.subnet != nil {
+		u.ips[pl.subnet.ID] += n
+	}
+	if pl.reservation != "" {
+		u.reservations[pl.reservation] += n
+	}
+}
+
+// launchBlocker says why a pool cannot launch one more instance of capacity
+// type ct now ("" if it can).
+func (s *Sim) launchBlocker(pl *pool, ct string, u *usage) (code, msg string) {
+	o := pl.offering(ct)
 	if _, ok := s.types[o.InstanceType]; !ok {
 		return "InvalidParameterValue", fmt.Sprintf("Invalid instance type %s", o.InstanceType)
 	}
 	cat, offered := s.catPrice[o]
 	if !offered {
-		return "Unsupported", fmt.Sprintf("Your requested instance type (%s) is not supported in your requested Availability Zone (%s).", o.InstanceType, o.Zone)
-	}
-	ice := s.w.ice[o] || !cat.Available
-	if n, limited := s.w.capacity[o]; limited && n-used[o] <= 0 {
-		ice = true
-	}
-	if ice {
-		if o.CapacityType == CapacitySpot {
-			return "InsufficientInstanceCapacity", "There is no Spot capacity available that matches your request."
+		msg := fmt.Sprintf("Your requested instance type (%s) is not supported in your requested Availability Zone (%s).", o.InstanceType, o.Zone)
+		if zones := s.offeredZones(o.InstanceType, ct); len(zones) > 0 {
+			msg += fmt.Sprintf(" Please retry your request by not specifying an Availability Zone or choosing %s.", strings.Join(zones, ", "))
 		}
-		return "InsufficientInstanceCapacity", fmt.Sprintf("We currently do not have sufficient %s capacity in the Availability Zone you requested (%s). Our system will be working on provisioning additional capacity.", o.InstanceType, o.Zone)
+		return "Unsupported", msg
 	}
-	if subnet != nil && subnet.AvailableIPs-usedIPs[subnet.ID] <= 0 {
+	if pl.reservation != "" {
+		// A reservation's slots are capacity set aside: the zone's shortage does not touch them.
+		if code, msg := s.reservationBlocker(pl.reservation, o, u.reservations); code != "" {
+			return code, msg
+		}
+	} else {
+		ice := s.w.ice[o] || !cat.Available
+		if n, limited := s.w.capacity[o]; limited && n-u.offerings[o] <= 0 {
+			ice = true
+		}
+		if ice {
+			if o.CapacityType == CapacitySpot {
+				return "InsufficientInstanceCapacity", "There is no Spot capacity available that matches your request."
+			}
+			return "InsufficientInstanceCapacity", fmt.Sprintf("We currently do not have sufficient %s capacity in the Availability Zone you requested (%s). Our system will be working on provisioning additional capacity.", o.InstanceType, o.Zone)
+		}
+	}
+	if subnet := pl.subnet; subnet != nil && subnet.AvailableIPs-u.ips[subnet.ID] <= 0 {
 		return "InsufficientFreeAddressesInSubnet", fmt.Sprintf("There are not enough free addresses in subnet '%s' to satisfy the requested number of instances.", subnet.ID)
 	}
 	return "", ""
+}
+
+// offeredZones lists the zones that offer an instance type with a capacity type.
+func (s *Sim) offeredZones(instanceType, ct string) []string {
+	var out []string
+	for _, z := range s.zones {
+		if _, ok := s.catPrice[Offering{instanceType, z, ct}]; ok {
+			out = append(out, z)
+		}
+	}
+	return out
 }
 
 // remaining is the capacity left in an offering (MaxInt when unlimited).
@@ -118,9 +167,9 @@ type poolError struct {
 }
 
 // plan decides where target units of capacity type ct go. It never mutates
-// state: used and usedIPs carry what earlier parts of the same call took.
+// state: u carries what earlier parts of the same call took.
 func (s *Sim) plan(pools []*pool, ct, strategy string, target float64, budget *int,
-	used map[Offering]int, usedIPs map[string]int, errs *[]poolError, failed map[*pool]bool) []placement {
+	u *usage, errs *[]poolError, failed map[*pool]bool) []placement {
 	ordered := s.orderPools(pools, ct, strategy)
 	counts := map[*pool]int{}
 	var got float64
@@ -147,7 +196,7 @@ func (s *Sim) plan(pools []*pool, ct, strategy string, target float64, budget *i
 			if failed[pl] {
 				continue
 			}
-			if code, msg := s.launchBlocker(pl.offering(ct), pl.subnet, used, usedIPs); code != "" {
+			if code, msg := s.launchBlocker(pl, ct, u); code != "" {
 				failed[pl] = true
 				*errs = append(*errs, poolError{pl, ct, code, msg})
 				continue
@@ -162,10 +211,7 @@ func (s *Sim) plan(pools []*pool, ct, strategy string, target float64, budget *i
 			break
 		}
 		counts[chosen]++
-		used[chosen.offering(ct)]++
-		if chosen.subnet != nil {
-			usedIPs[chosen.subnet.ID]++
-		}
+		u.take(chosen, ct, 1)
 		got += chosen.weight
 		if *budget > 0 {
 			*budget--
@@ -191,6 +237,9 @@ type launchSpec struct {
 	tags          map[string]string
 	fleetID       string
 	reservationID string
+	// reservationPreference is the launch's CapacityReservationPreference:
+	// "open" (the default) lets on-demand launches fill open reservations.
+	reservationPreference string
 }
 
 // launch creates count instances from a pool. The caller has checked capacity.
@@ -199,8 +248,16 @@ func (s *Sim) launch(pl *pool, ct string, count int, spec launchSpec) []*Instanc
 	var out []*Instance
 	for range count {
 		o := pl.offering(ct)
-		if n, limited := s.w.capacity[o]; limited {
-			s.w.capacity[o] = n - 1
+		res := pl.reservation
+		if res == "" {
+			res = s.openReservation(o, spec.reservationPreference)
+		}
+		if res == "" {
+			if n, limited := s.w.capacity[o]; limited {
+				s.w.capacity[o] = n - 1
+			}
+		} else if cr, ok := s.w.reservations.get(res); ok {
+			cr.AvailableCount--
 		}
 		in := &Instance{
 			ID: s.w.hexID("i", 17), InstanceType: pl.instanceType, Zone: pl.zone, CapacityType: ct,
@@ -208,7 +265,7 @@ func (s *Sim) launch(pl *pool, ct string, count int, spec launchSpec) []*Instanc
 			Architecture: s.archOf(pl.instanceType), FleetID: spec.fleetID, ReservationID: spec.reservationID,
 			SecurityGroupIDs: slices.Clone(spec.sgIDs), UserData: spec.userData, IAMInstanceProfile: spec.profile,
 			BlockDeviceMappings: slices.Clone(spec.bdms), Tags: cloneTags(spec.tags), PricePerHour: s.price(o),
-			NextTransition: now.Add(s.cfg.BootTime),
+			NextTransition: now.Add(s.cfg.BootTime), CapacityReservationID: res,
 		}
 		if spec.metadata != nil {
 			m := *spec.metadata
@@ -274,7 +331,9 @@ func (s *Sim) checkImage(imageID, instanceType string) (code, msg string) {
 		return "MissingParameter", "The request must contain the parameter ImageId"
 	}
 	img, ok := s.w.images.get(imageID)
-	if !ok {
+	if !ok || img.State == imageDeregistered {
+		// A deregistered image is gone for launches, even from a launch template
+		// that still names it.
 		return "InvalidAMIID.NotFound", fmt.Sprintf("The image id '[%s]' does not exist", imageID)
 	}
 	if img.State != "available" {
@@ -295,4 +354,20 @@ func (s *Sim) checkSecurityGroups(ids []string) *apiError {
 		}
 	}
 	return nil
+}
+
+// openReservation finds an active open reservation an on-demand launch of o
+// fills without naming it, as EC2 matches open reservations; "" when none
+// (or the launch opted out with preference none).
+func (s *Sim) openReservation(o Offering, preference string) string {
+	if o.CapacityType != CapacityOnDemand || preference == "none" || preference == "capacity-reservations-only" {
+		return ""
+	}
+	for _, cr := range s.w.reservations.list() {
+		if cr.InstanceMatchCriteria == "open" && cr.State == "active" && cr.AvailableCount > 0 &&
+			cr.InstanceType == o.InstanceType && cr.Zone == o.Zone {
+			return cr.ID
+		}
+	}
+	return ""
 }

@@ -141,6 +141,12 @@ func parseMetadataOptions(p params, prefix string) (*MetadataOptions, *apiError)
 	if m.HTTPEndpoint != "" && m.HTTPEndpoint != "enabled" && m.HTTPEndpoint != "disabled" {
 		return nil, errBadParam("Invalid value '%s' for HttpEndpoint (enabled | disabled)", m.HTTPEndpoint)
 	}
+	if m.HTTPProtocolIPv6 != "" && m.HTTPProtocolIPv6 != "enabled" && m.HTTPProtocolIPv6 != "disabled" {
+		return nil, errBadParam("Invalid value '%s' for HttpProtocolIpv6 (enabled | disabled)", m.HTTPProtocolIPv6)
+	}
+	if m.InstanceMetadataTags != "" && m.InstanceMetadataTags != "enabled" && m.InstanceMetadataTags != "disabled" {
+		return nil, errBadParam("Invalid value '%s' for InstanceMetadataTags (enabled | disabled)", m.InstanceMetadataTags)
+	}
 	hop, err := p.int(prefix+".HttpPutResponseHopLimit", 0)
 	if err != nil {
 		return nil, err
@@ -186,11 +192,14 @@ func (s *Sim) createLaunchTemplate(p params, _ *callCtx) (ec2Body, *apiError) {
 		return nil, err
 	}
 	data.IAMInstanceProfile = cmpOr(p.str(d+"IamInstanceProfile.Arn"), p.str(d+"IamInstanceProfile.Name"))
+	var err *apiError
+	if data.CapacityReservationID, data.CapacityReservationPreference, err = parseReservationTarget(p, d+"CapacityReservationSpecification"); err != nil {
+		return nil, err
+	}
 	data.SecurityGroupIDs = p.list(d + "SecurityGroupId")
 	for _, i := range p.indices(d + "NetworkInterface") {
 		data.SecurityGroupIDs = append(data.SecurityGroupIDs, p.list(fmt.Sprintf("%sNetworkInterface.%d.SecurityGroupId", d, i))...)
 	}
-	var err *apiError
 	if data.BlockDeviceMappings, err = parseBlockDevices(p, d+"BlockDeviceMapping"); err != nil {
 		return nil, err
 	}

@@ -87,6 +87,7 @@ type xInstance struct {
 	PlatformDetails       string            `xml:"platformDetails"`
 	UsageOperation        string            `xml:"usageOperation"`
 	CapacityReservation   xCapResSpec       `xml:"capacityReservationSpecification"`
+	CapacityReservationID string            `xml:"capacityReservationId,omitempty"`
 }
 
 type xPlacement struct {
@@ -101,7 +102,12 @@ type xMonitoring struct {
 }
 
 type xCapResSpec struct {
-	Preference string `xml:"capacityReservationPreference"`
+	Preference string         `xml:"capacityReservationPreference,omitempty"`
+	Target     *xCapResTarget `xml:"capacityReservationTarget,omitempty"`
+}
+
+type xCapResTarget struct {
+	ID string `xml:"capacityReservationId"`
 }
 
 type xReservation struct {
@@ -127,7 +133,7 @@ func (s *Sim) instanceXML(in *Instance) xInstance {
 		Monitoring: xMonitoring{"disabled"}, SubnetID: in.SubnetID, VpcID: in.VpcID, PrivateIPAddress: in.PrivateIP,
 		SourceDestCheck: true, Architecture: cmpOr(in.Architecture, "x86_64"), RootDeviceType: "ebs", RootDeviceName: "/dev/xvda",
 		VirtualizationType: "hvm", Tags: xTags(in.Tags), Hypervisor: "xen", EbsOptimized: true, EnaSupport: true,
-		PlatformDetails: linuxProduct, UsageOperation: "RunInstances", CapacityReservation: xCapResSpec{"open"},
+		PlatformDetails: linuxProduct, UsageOperation: "RunInstances", CapacityReservation: xCapResSpec{Preference: "open"},
 	}
 	if in.State == StateTerminated || in.State == StateShuttingDown {
 		x.PrivateDNSName, x.PrivateIPAddress = "", ""
@@ -155,6 +161,10 @@ func (s *Sim) instanceXML(in *Instance) xInstance {
 	}
 	if in.CapacityType == CapacitySpot {
 		x.InstanceLifecycle, x.SpotInstanceRequestID = "spot", in.SpotRequestID
+	}
+	if in.CapacityReservationID != "" {
+		x.CapacityReservationID = in.CapacityReservationID
+		x.CapacityReservation = xCapResSpec{Target: &xCapResTarget{in.CapacityReservationID}}
 	}
 	if in.IAMInstanceProfile != "" {
 		arn := in.IAMInstanceProfile
@@ -199,9 +209,6 @@ func (s *Sim) runInstances(p params, c *callCtx) (ec2Body, *apiError) {
 		return nil, errBadParam("Invalid value '%s' for InstanceType.", instanceType)
 	}
 	imageID := cmpOr(p.str("ImageId"), data.ImageID)
-	if code, msg := s.checkImage(imageID, instanceType); code != "" {
-		return nil, errf(http.StatusBadRequest, code, "%s", msg)
-	}
 	ct := CapacityOnDemand
 	if mt := p.str("InstanceMarketOptions.MarketType"); mt == "spot" {
 		ct = CapacitySpot
@@ -248,26 +255,33 @@ func (s *Sim) runInstances(p params, c *callCtx) (ec2Body, *apiError) {
 	for k, v := range specs["instance"] {
 		tags[k] = v
 	}
-	pl := &pool{lt: lt, ltVersion: p.str("LaunchTemplate.Version"), instanceType: instanceType, subnet: sn, zone: zone, imageID: imageID, weight: 1}
-	o := pl.offering(ct)
+	profile := cmpOr(cmpOr(p.str("IamInstanceProfile.Arn"), p.str("IamInstanceProfile.Name")), data.IAMInstanceProfile)
+	resTarget, resPref, aerr := parseReservationTarget(p, "CapacityReservationSpecification")
+	if aerr != nil {
+		return nil, aerr
+	}
+	if resTarget == "" && resPref == "" {
+		resTarget, resPref = data.CapacityReservationID, data.CapacityReservationPreference
+	}
+	pl := &pool{lt: lt, ltVersion: p.str("LaunchTemplate.Version"), instanceType: instanceType, subnet: sn, zone: zone, imageID: imageID, weight: 1, reservation: resTarget}
+	if code, msg := s.checkPool(pl, launchInput{profile: profile, userData: userData, sgIDs: sgs, bdms: bdms, tags: userTags(tags)}); code != "" {
+		return nil, errf(http.StatusBadRequest, code, "%s", msg)
+	}
 	n := 0
-	used, usedIPs := map[Offering]int{}, map[string]int{}
+	u := newUsage()
 	budget := c.partial
 	for n < maxCount && budget != 0 {
-		if code, _ := s.launchBlocker(o, sn, used, usedIPs); code != "" {
+		if code, _ := s.launchBlocker(pl, ct, u); code != "" {
 			break
 		}
-		used[o]++
-		if sn != nil {
-			usedIPs[sn.ID]++
-		}
+		u.take(pl, ct, 1)
 		n++
 		if budget > 0 {
 			budget--
 		}
 	}
 	if n < minCount {
-		code, msg := s.launchBlocker(o, sn, used, usedIPs)
+		code, msg := s.launchBlocker(pl, ct, u)
 		if code == "" || code == "InsufficientInstanceCapacity" {
 			// EC2 answers capacity shortages with HTTP 500, which the SDK retries.
 			return nil, errf(http.StatusInternalServerError, "InsufficientInstanceCapacity", "%s",
@@ -276,8 +290,8 @@ func (s *Sim) runInstances(p params, c *callCtx) (ec2Body, *apiError) {
 		return nil, errf(http.StatusBadRequest, code, "%s", msg)
 	}
 	resID := s.w.hexID("r", 17)
-	profile := cmpOr(cmpOr(p.str("IamInstanceProfile.Arn"), p.str("IamInstanceProfile.Name")), data.IAMInstanceProfile)
-	ins := s.launch(pl, ct, n, launchSpec{sgIDs: sgs, userData: userData, profile: profile, metadata: md, bdms: bdms, tags: tags, reservationID: resID})
+	ins := s.launch(pl, ct, n, launchSpec{sgIDs: sgs, userData: userData, profile: profile, metadata: md, bdms: bdms, tags: tags,
+		reservationID: resID, reservationPreference: resPref})
 	out := &runInstancesOut{ReservationID: resID, OwnerID: s.w.account}
 	for i, in := range ins {
 		x := s.instanceXML(in)

@@ -39,6 +39,8 @@ var ec2Actions = map[string]ec2Handler{
 	"DescribeSubnets":               (*Sim).describeSubnets,
 	"DescribeSecurityGroups":        (*Sim).describeSecurityGroups,
 	"DescribeImages":                (*Sim).describeImages,
+	"DeregisterImage":               (*Sim).deregisterImage,
+	"DescribeCapacityReservations":  (*Sim).describeCapacityReservations,
 	"DescribeAvailabilityZones":     (*Sim).describeAvailabilityZones,
 	"CreateLaunchTemplate":          (*Sim).createLaunchTemplate,
 	"DescribeLaunchTemplates":       (*Sim).describeLaunchTemplates,

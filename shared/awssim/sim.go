@@ -292,7 +292,7 @@ func NewAWSConfig(endpoint string) aws.Config {
 // request (a CreateLaunchTemplate with 16 KB of user data) is far below it.
 const MaxBodyBytes = 8 << 20
 
-// ServeHTTP routes a request to EC2, SSM, EKS, Secrets Manager or the /_sim/ control endpoints.
+// ServeHTTP routes a request to EC2, IAM, SSM, EKS, Secrets Manager or the /_sim/ control endpoints.
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/_sim/") {
 		s.serveControl(w, r)
@@ -306,9 +306,12 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Truncating would hand the service half a request (SSM then fails with
 		// "unexpected EOF" far from the cause); AWS refuses the request instead.
 		msg := fmt.Sprintf("request body is larger than the simulator's limit of %d bytes", MaxBodyBytes)
-		if svc == "ec2" {
+		switch svc {
+		case "ec2":
 			s.writeEC2Error(w, "", errf(http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", "%s", msg))
-		} else {
+		case "iam":
+			writeIAMError(w, "", errf(http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", "%s", msg))
+		default:
 			writeJSONError(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", msg, "")
 		}
 		return
@@ -325,9 +328,11 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveEKS(w, r, body)
 	case "secretsmanager":
 		s.serveSecretsManager(w, r, body)
+	case "iam":
+		s.serveIAM(w, r, body)
 	default:
 		writeJSONError(w, http.StatusBadRequest, "UnknownService",
-			fmt.Sprintf("awssim serves ec2, ssm, eks and secretsmanager; cannot tell the service of %s %s (credential scope %q)", r.Method, r.URL.Path, svc), "")
+			fmt.Sprintf("awssim serves ec2, iam, ssm, eks and secretsmanager; cannot tell the service of %s %s (credential scope %q)", r.Method, r.URL.Path, svc), "")
 	}
 }
 
@@ -440,6 +445,8 @@ func throttleError(service string) *apiError {
 		return errf(http.StatusServiceUnavailable, "RequestLimitExceeded", "Request limit exceeded.")
 	case "eks":
 		return errf(http.StatusTooManyRequests, "ThrottlingException", "Rate exceeded")
+	case "iam":
+		return errf(http.StatusBadRequest, "Throttling", "Rate exceeded")
 	default:
 		return errf(http.StatusBadRequest, "ThrottlingException", "Rate exceeded")
 	}
@@ -451,6 +458,8 @@ func internalError(service string) *apiError {
 		return errf(http.StatusInternalServerError, "InternalError", "An internal error has occurred")
 	case "eks":
 		return errf(http.StatusInternalServerError, "ServerException", "An internal error has occurred")
+	case "iam":
+		return errf(http.StatusInternalServerError, "ServiceFailure", "The request processing has failed because of an unknown error, exception or failure.")
 	default:
 		return errf(http.StatusInternalServerError, "InternalServerError", "An internal error has occurred")
 	}
@@ -461,6 +470,9 @@ func (s *Sim) unauthorized(service, action string) *apiError {
 	if service == "ec2" {
 		return errf(http.StatusForbidden, "UnauthorizedOperation",
 			"You are not authorized to perform this operation. User: %s is not authorized to perform: ec2:%s because no identity-based policy allows the ec2:%s action", who, action, action)
+	}
+	if service == "iam" {
+		return errf(http.StatusForbidden, "AccessDenied", "User: %s is not authorized to perform: iam:%s because no identity-based policy allows the iam:%s action", who, action, action)
 	}
 	status := http.StatusBadRequest
 	if service == "eks" {

@@ -44,6 +44,12 @@ type Seed struct {
 	Parameters      []Parameter      `json:"parameters,omitempty"`
 	Clusters        []Cluster        `json:"clusters,omitempty"`
 	Secrets         []Secret         `json:"secrets,omitempty"`
+	// Roles and InstanceProfiles are the account's IAM roles and instance
+	// profiles: a launch names a profile, which must exist (as in EC2).
+	Roles            []Role            `json:"roles,omitempty"`
+	InstanceProfiles []InstanceProfile `json:"instanceProfiles,omitempty"`
+	// CapacityReservations are on-demand capacity reservations launches can target.
+	CapacityReservations []CapacityReservation `json:"capacityReservations,omitempty"`
 	// Capacity limits how many more instances of an offering can be launched;
 	// offerings not listed are unlimited (unless the catalog marks them unavailable).
 	Capacity []Capacity `json:"capacity,omitempty"`
@@ -113,13 +119,26 @@ type Image struct {
 	Architecture string `json:"architecture,omitempty"` // x86_64 (default) or arm64
 	OwnerID      string `json:"ownerId,omitempty"`      // defaults to the account
 	OwnerAlias   string `json:"ownerAlias,omitempty"`   // "amazon" for public AWS images
-	State        string `json:"state,omitempty"`        // available (default)
+	State        string `json:"state,omitempty"`        // available (default), deregistered
 	CreationDate string `json:"creationDate,omitempty"` // RFC 3339
 	// DeprecationTime, when set and past, hides the image from DescribeImages
 	// unless IncludeDeprecated is set, as EC2 does.
 	DeprecationTime string            `json:"deprecationTime,omitempty"`
 	Public          bool              `json:"public,omitempty"`
 	Tags            map[string]string `json:"tags,omitempty"`
+	// RootDeviceName (default /dev/xvda) and BlockDevices (default: the root
+	// device, an 8 GiB snapshot) are the image's own volumes: a launch may
+	// enlarge them, not shrink them, and a device the image lacks is a new,
+	// empty volume that needs a size.
+	RootDeviceName string             `json:"rootDeviceName,omitempty"`
+	BlockDevices   []ImageBlockDevice `json:"blockDevices,omitempty"`
+}
+
+// ImageBlockDevice is one EBS snapshot of an image.
+type ImageBlockDevice struct {
+	DeviceName    string `json:"deviceName"`
+	SnapshotID    string `json:"snapshotId,omitempty"`
+	VolumeSizeGiB int    `json:"volumeSizeGiB"`
 }
 
 // Parameter is an SSM parameter.
@@ -185,14 +204,18 @@ type MetadataOptions struct {
 
 // LaunchTemplateData is what a launch template pins for the instances it launches.
 type LaunchTemplateData struct {
-	ImageID             string               `json:"imageId,omitempty"`
-	InstanceType        string               `json:"instanceType,omitempty"`
-	UserData            string               `json:"userData,omitempty"` // base64, as sent
-	IAMInstanceProfile  string               `json:"iamInstanceProfile,omitempty"`
-	KeyName             string               `json:"keyName,omitempty"`
-	SecurityGroupIDs    []string             `json:"securityGroupIds,omitempty"`
-	BlockDeviceMappings []BlockDeviceMapping `json:"blockDeviceMappings,omitempty"`
-	MetadataOptions     *MetadataOptions     `json:"metadataOptions,omitempty"`
+	ImageID            string `json:"imageId,omitempty"`
+	InstanceType       string `json:"instanceType,omitempty"`
+	UserData           string `json:"userData,omitempty"` // base64, as sent
+	IAMInstanceProfile string `json:"iamInstanceProfile,omitempty"`
+	// CapacityReservationID (CapacityReservationSpecification.CapacityReservationTarget)
+	// sends every launch of the template into that reservation.
+	CapacityReservationID         string               `json:"capacityReservationId,omitempty"`
+	CapacityReservationPreference string               `json:"capacityReservationPreference,omitempty"`
+	KeyName                       string               `json:"keyName,omitempty"`
+	SecurityGroupIDs              []string             `json:"securityGroupIds,omitempty"`
+	BlockDeviceMappings           []BlockDeviceMapping `json:"blockDeviceMappings,omitempty"`
+	MetadataOptions               *MetadataOptions     `json:"metadataOptions,omitempty"`
 	// TagSpecifications maps a resource type (instance, volume, ...) to the tags
 	// applied to resources of that type at launch.
 	TagSpecifications map[string]map[string]string `json:"tagSpecifications,omitempty"`
@@ -209,26 +232,28 @@ type LaunchTemplate struct {
 
 // Instance is an EC2 instance.
 type Instance struct {
-	ID                    string               `json:"id"`
-	InstanceType          string               `json:"instanceType"`
-	Zone                  string               `json:"zone"`
-	SubnetID              string               `json:"subnetId,omitempty"`
-	VpcID                 string               `json:"vpcId,omitempty"`
-	CapacityType          string               `json:"capacityType"`
-	State                 string               `json:"state"`
-	LaunchTime            time.Time            `json:"launchTime"`
-	ImageID               string               `json:"imageId,omitempty"`
-	Architecture          string               `json:"architecture,omitempty"`
-	LaunchTemplateID      string               `json:"launchTemplateId,omitempty"`
-	LaunchTemplateName    string               `json:"launchTemplateName,omitempty"`
-	FleetID               string               `json:"fleetId,omitempty"`
-	ReservationID         string               `json:"reservationId,omitempty"`
-	SpotRequestID         string               `json:"spotRequestId,omitempty"`
-	PrivateIP             string               `json:"privateIp,omitempty"`
-	PrivateDNSName        string               `json:"privateDnsName,omitempty"`
-	SecurityGroupIDs      []string             `json:"securityGroupIds,omitempty"`
-	UserData              string               `json:"userData,omitempty"`
-	IAMInstanceProfile    string               `json:"iamInstanceProfile,omitempty"`
+	ID                 string    `json:"id"`
+	InstanceType       string    `json:"instanceType"`
+	Zone               string    `json:"zone"`
+	SubnetID           string    `json:"subnetId,omitempty"`
+	VpcID              string    `json:"vpcId,omitempty"`
+	CapacityType       string    `json:"capacityType"`
+	State              string    `json:"state"`
+	LaunchTime         time.Time `json:"launchTime"`
+	ImageID            string    `json:"imageId,omitempty"`
+	Architecture       string    `json:"architecture,omitempty"`
+	LaunchTemplateID   string    `json:"launchTemplateId,omitempty"`
+	LaunchTemplateName string    `json:"launchTemplateName,omitempty"`
+	FleetID            string    `json:"fleetId,omitempty"`
+	ReservationID      string    `json:"reservationId,omitempty"`
+	SpotRequestID      string    `json:"spotRequestId,omitempty"`
+	PrivateIP          string    `json:"privateIp,omitempty"`
+	PrivateDNSName     string    `json:"privateDnsName,omitempty"`
+	SecurityGroupIDs   []string  `json:"securityGroupIds,omitempty"`
+	UserData           string    `json:"userData,omitempty"`
+	IAMInstanceProfile string    `json:"iamInstanceProfile,omitempty"`
+	// CapacityReservationID is the reservation the instance launched into.
+	CapacityReservationID string               `json:"capacityReservationId,omitempty"`
 	MetadataOptions       *MetadataOptions     `json:"metadataOptions,omitempty"`
 	BlockDeviceMappings   []BlockDeviceMapping `json:"blockDeviceMappings,omitempty"`
 	Tags                  map[string]string    `json:"tags,omitempty"`
@@ -241,6 +266,29 @@ type Instance struct {
 	// TerminatedAt is when the instance reached terminated; it stays visible to
 	// DescribeInstances for Config.TerminatedVisibleFor after that.
 	TerminatedAt time.Time `json:"terminatedAt,omitzero"`
+}
+
+// Role is an IAM role, as far as instance profiles need one.
+type Role struct {
+	Name string `json:"name"`
+	// Path defaults to "/"; ARN and ID are generated when empty.
+	Path    string            `json:"path,omitempty"`
+	ARN     string            `json:"arn,omitempty"`
+	ID      string            `json:"id,omitempty"`
+	Created time.Time         `json:"created,omitzero"`
+	Tags    map[string]string `json:"tags,omitempty"`
+}
+
+// InstanceProfile is an IAM instance profile: the container through which an
+// instance gets its role. It holds at most one role.
+type InstanceProfile struct {
+	Name    string            `json:"name"`
+	Path    string            `json:"path,omitempty"`
+	ARN     string            `json:"arn,omitempty"`
+	ID      string            `json:"id,omitempty"`
+	Roles   []string          `json:"roles,omitempty"` // role names
+	Created time.Time         `json:"created,omitzero"`
+	Tags    map[string]string `json:"tags,omitempty"`
 }
 
 // Interruption records a spot interruption warning the simulator issued.

@@ -56,15 +56,19 @@ type world struct {
 	// shift the IDs of what the simulator creates.
 	reqRNG *rand.Rand
 
-	instances  *table[Instance]
-	subnets    *table[Subnet]
-	sgs        *table[SecurityGroup]
-	images     *table[Image]
-	templates  *table[LaunchTemplate]
-	params     *table[Parameter]
-	clusters   *table[Cluster]
-	secrets    *table[Secret]
-	subnetNext map[string]int // next host offset per subnet
+	instances *table[Instance]
+	subnets   *table[Subnet]
+	sgs       *table[SecurityGroup]
+	images    *table[Image]
+	templates *table[LaunchTemplate]
+	params    *table[Parameter]
+	clusters  *table[Cluster]
+	secrets   *table[Secret]
+	roles     *table[Role]
+	profiles  *table[InstanceProfile]
+	// reservations are the capacity reservations, by ID.
+	reservations *table[CapacityReservation]
+	subnetNext   map[string]int // next host offset per subnet
 
 	capacity   map[Offering]int
 	ice        map[Offering]bool
@@ -81,25 +85,28 @@ type world struct {
 
 func newWorld(region, account string, rng *rand.Rand) *world {
 	return &world{
-		region:     region,
-		account:    account,
-		rng:        rng,
-		faultRNG:   rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())),
-		reqRNG:     rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())),
-		instances:  newTable[Instance](),
-		subnets:    newTable[Subnet](),
-		sgs:        newTable[SecurityGroup](),
-		images:     newTable[Image](),
-		templates:  newTable[LaunchTemplate](),
-		params:     newTable[Parameter](),
-		clusters:   newTable[Cluster](),
-		secrets:    newTable[Secret](),
-		subnetNext: map[string]int{},
-		capacity:   map[Offering]int{},
-		ice:        map[Offering]bool{},
-		spotPrices: map[[2]string]float64{},
-		deny:       map[string]bool{},
-		idempotent: map[string]idempotentResult{},
+		region:       region,
+		account:      account,
+		rng:          rng,
+		faultRNG:     rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())),
+		reqRNG:       rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())),
+		instances:    newTable[Instance](),
+		subnets:      newTable[Subnet](),
+		sgs:          newTable[SecurityGroup](),
+		images:       newTable[Image](),
+		templates:    newTable[LaunchTemplate](),
+		params:       newTable[Parameter](),
+		clusters:     newTable[Cluster](),
+		secrets:      newTable[Secret](),
+		roles:        newTable[Role](),
+		profiles:     newTable[InstanceProfile](),
+		reservations: newTable[CapacityReservation](),
+		subnetNext:   map[string]int{},
+		capacity:     map[Offering]int{},
+		ice:          map[Offering]bool{},
+		spotPrices:   map[[2]string]float64{},
+		deny:         map[string]bool{},
+		idempotent:   map[string]idempotentResult{},
 	}
 }
 
@@ -226,6 +233,7 @@ func (s *Sim) apply(seed Seed) error {
 		if img.CreationDate == "" {
 			img.CreationDate = now.Format(time.RFC3339)
 		}
+		fillImageDevices(&img, 8)
 		img.Tags = cloneTags(img.Tags)
 		w.images.put(img.ID, &img)
 	}
@@ -277,6 +285,35 @@ func (s *Sim) apply(seed Seed) error {
 		}
 		s.fillSecret(&sec, now)
 		w.secrets.put(sec.Name, &sec)
+	}
+	for i := range seed.Roles {
+		r := seed.Roles[i]
+		if err := s.fillRole(&r, now); err != nil {
+			return fmt.Errorf("awssim: seed role #%d: %w", i, err)
+		}
+		w.roles.put(r.Name, &r)
+	}
+	for i := range seed.InstanceProfiles {
+		ip := seed.InstanceProfiles[i]
+		if err := s.fillProfile(&ip, now); err != nil {
+			return fmt.Errorf("awssim: seed instance profile #%d: %w", i, err)
+		}
+		if len(ip.Roles) > 1 {
+			return fmt.Errorf("awssim: seed instance profile %s holds %d roles; an instance profile holds at most one", ip.Name, len(ip.Roles))
+		}
+		for _, rn := range ip.Roles {
+			if _, ok := w.roles.get(rn); !ok {
+				return fmt.Errorf("awssim: seed instance profile %s: role %s is not seeded", ip.Name, rn)
+			}
+		}
+		w.profiles.put(ip.Name, &ip)
+	}
+	for i := range seed.CapacityReservations {
+		cr := seed.CapacityReservations[i]
+		if err := s.fillReservation(&cr, now); err != nil {
+			return fmt.Errorf("awssim: seed capacity reservation #%d: %w", i, err)
+		}
+		w.reservations.put(cr.ID, &cr)
 	}
 	for i := range seed.Instances {
 		in := seed.Instances[i]
@@ -433,6 +470,9 @@ func (s *Sim) advance() {
 // setState moves an instance to a new state and emits the EventBridge
 // "EC2 Instance State-change Notification" the real service would.
 func (s *Sim) setState(in *Instance, state string, at, next time.Time) {
+	if state == StateShuttingDown && in.State != StateShuttingDown {
+		s.releaseReservation(in)
+	}
 	in.State = state
 	in.NextTransition = next
 	if state == StateTerminated && in.TerminatedAt.IsZero() {
@@ -485,6 +525,7 @@ func (s *Sim) State() Snapshot {
 	for _, v := range w.images.list() {
 		c := *v
 		c.Tags = cloneTags(v.Tags)
+		c.BlockDevices = slices.Clone(v.BlockDevices)
 		snap.Images = append(snap.Images, c)
 	}
 	for _, v := range w.templates.list() {
@@ -505,6 +546,19 @@ func (s *Sim) State() Snapshot {
 	}
 	for _, v := range w.secrets.list() {
 		snap.Secrets = append(snap.Secrets, *v)
+	}
+	for _, v := range w.roles.list() {
+		c := *v
+		c.Tags = cloneTags(v.Tags)
+		snap.Roles = append(snap.Roles, c)
+	}
+	for _, v := range w.profiles.list() {
+		snap.InstanceProfiles = append(snap.InstanceProfiles, cloneProfile(v))
+	}
+	for _, v := range w.reservations.list() {
+		c := *v
+		c.Tags = cloneTags(v.Tags)
+		snap.CapacityReservations = append(snap.CapacityReservations, c)
 	}
 	for o, n := range w.capacity {
 		snap.Capacity = append(snap.Capacity, Capacity{o, n})
