@@ -127,6 +127,7 @@ func newSimWorld(ctx context.Context, f invokeFlags, logOut io.Writer) (*simWorl
 	w := &simWorld{cluster: cluster, clock: awssim.NewFakeClock(time.Now().UTC().Truncate(time.Second)),
 		log: handlers.NewLogger(logOut, os.Getenv(handlers.EnvLogLevel))}
 	seed := awssim.DefaultSeed(cluster)
+	seed.Roles = replay.NodeRoles(seed.Roles, bundle.NodeClasses)
 	if w.sim, err = awssim.Start(ctx, awssim.Config{Seed: &seed, Clock: w.clock, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		return nil, err
 	}
@@ -241,10 +242,11 @@ func clusterOf(b *manifest.Bundle) string {
 // handlers.FromEnv builds them over the real one.
 func (w *simWorld) newDeps(name string) func(context.Context) (*handlers.Deps, error) {
 	unavailable := cloud.NewUnavailableOfferings(w.clock.Now)
+	profiles := cloud.NewInstanceProfileCache(w.clock.Now)
 	identity := name + "/joiner-invoke"
 	return func(ctx context.Context) (*handlers.Deps, error) {
 		prov, err := cloud.New(cloud.Config{ClusterName: w.cluster, Region: w.sim.Region(), DryRun: w.cfg.DryRun, Clock: w.clock.Now,
-			Unavailable: unavailable, Logger: w.log}, w.cloud)
+			Unavailable: unavailable, InstanceProfiles: profiles, Logger: w.log}, w.cloud)
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -46,7 +47,8 @@ func NewClients(cfg aws.Config, retries RetryOptions, withPricing bool) Clients 
 	cfg = cfg.Copy()
 	cfg.Retryer = retries.Retryer()
 	c := Clients{
-		EC2:     ec2.NewFromConfig(cfg),
+		EC2:     ec2Client{ec2.NewFromConfig(cfg)},
+		IAM:     iamClient{iam.NewFromConfig(cfg)},
 		SSM:     ssm.NewFromConfig(cfg),
 		EKS:     eks.NewFromConfig(cfg),
 		Secrets: secretsmanager.NewFromConfig(cfg),

@@ -4,13 +4,14 @@
 // terminates only instances Joiner launched.
 //
 // It talks to AWS through interfaces no wider than the calls it makes
-// ([EC2API], [SSMAPI], [EKSAPI], [SecretsAPI], [PricingAPI]); the real
+// ([EC2API], [IAMAPI], [SSMAPI], [EKSAPI], [SecretsAPI], [PricingAPI]); the real
 // aws-sdk-go-v2 clients satisfy them, so production, replay against a local
 // simulator and the tests share one code path.
 //
 // A [Provider] lives for one invocation: what it discovers is cached inside it
 // and dropped with it. The unavailable-offerings cache ([UnavailableOfferings])
-// outlives invocations, as a warm Lambda container keeps it.
+// and the instance-profile cache ([InstanceProfileCache]) outlive invocations,
+// as a warm Lambda container keeps them.
 //
 // # DRY_RUN
 //
@@ -36,6 +37,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
 // EC2API is the part of *ec2.Client the provider calls.
@@ -53,6 +55,7 @@ type EC2API interface {
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 	CreateTags(context.Context, *ec2.CreateTagsInput, ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error)
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+	DescribeCapacityReservations(context.Context, *ec2.DescribeCapacityReservationsInput, ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error)
 }
 
 // SSMAPI reads the public AMI parameters and SecureString bootstrap tokens.
@@ -80,7 +83,9 @@ type PricingAPI interface {
 // version is not configured, Secrets for Secrets Manager tokens, Pricing for
 // live on-demand prices (optional: the catalog's prices stand in).
 type Clients struct {
-	EC2     EC2API
+	EC2 EC2API
+	// IAM manages the instance profiles of EC2NodeClasses that name a role.
+	IAM     IAMAPI
 	SSM     SSMAPI
 	EKS     EKSAPI
 	Secrets SecretsAPI
@@ -113,6 +118,9 @@ type Config struct {
 	// Unavailable is the unavailable-offerings cache. Nil means the process-wide
 	// cache (SharedUnavailable) unless Clock is set, which gets a private one.
 	Unavailable *UnavailableOfferings
+	// InstanceProfiles, when set, remembers the managed instance profiles seen
+	// holding their role across invocations; nil asks IAM once per invocation.
+	InstanceProfiles *InstanceProfileCache
 	// CatalogCache, when set, keeps LiveCatalog's EC2 reads across invocations
 	// (see CatalogCache); nil reads them on every call.
 	CatalogCache *CatalogCache
@@ -139,6 +147,8 @@ type Cloud interface {
 	ListOwned(ctx context.Context) ([]OwnedInstance, error)
 	LiveCatalog(ctx context.Context, zones []string) (*catalog.Catalog, error)
 	DeleteLaunchTemplates(ctx context.Context, nodeClass string, keep ...string) ([]string, error)
+	DeleteInstanceProfile(ctx context.Context, nodeClass string) (bool, error)
+	ResolveNodeClass(ctx context.Context, nc *karpenter.EC2NodeClass) (Resolved, error)
 	DryRuns() []DryRunResult
 }
 
@@ -152,19 +162,23 @@ type Provider struct {
 	log         *slog.Logger
 	catalog     *catalog.Catalog
 
-	mu         sync.Mutex
-	cluster    *ClusterInfo
-	subnets    map[string][]Subnet
-	groups     map[string][]SecurityGroup
-	amis       map[string][]AMI
-	params     map[string]string
-	offered    map[string]map[string]bool // instance type → zones offering it
-	allOffered bool                       // offered covers every type
-	typeInfo   map[string]*catalog.InstanceType
-	templates  map[string]string // launch template name → id
-	tokens     map[string]string // token source → token (never logged)
-	userData   map[string]string // rendering options → user data
-	dryRuns    []DryRunResult
+	mu           sync.Mutex
+	cluster      *ClusterInfo
+	subnets      map[string][]Subnet
+	groups       map[string][]SecurityGroup
+	amis         map[string][]AMI
+	reservations map[string][]CapacityReservation
+	params       map[string]string
+	offered      map[string]map[string]bool // instance type → zones offering it
+	allOffered   bool                       // offered covers every type
+	typeInfo     map[string]*catalog.InstanceType
+	templates    map[string]string // launch template name → id
+	tokens       map[string]string // token source → token (never logged)
+	profiles     *InstanceProfileCache
+	// profileErrs are this invocation's failures to ready a profile, by name.
+	profileErrs map[string]error
+	userData    map[string]string // rendering options → user data
+	dryRuns     []DryRunResult
 	// unconfirmed are launches ConfirmLaunched has yet to check.
 	unconfirmed []pendingTags
 }
@@ -199,10 +213,15 @@ func New(cfg Config, api Clients) (*Provider, error) {
 	if cat == nil {
 		cat = catalog.Embedded()
 	}
+	profiles := cfg.InstanceProfiles
+	if profiles == nil {
+		profiles = NewInstanceProfileCache(cfg.Clock)
+	}
 	return &Provider{
 		cfg: cfg, api: api, unavailable: unavailable, log: log.With("component", "cloud"), catalog: cat,
-		subnets: map[string][]Subnet{}, groups: map[string][]SecurityGroup{}, amis: map[string][]AMI{},
+		subnets: map[string][]Subnet{}, groups: map[string][]SecurityGroup{}, amis: map[string][]AMI{}, reservations: map[string][]CapacityReservation{},
 		params: map[string]string{}, templates: map[string]string{}, tokens: map[string]string{}, userData: map[string]string{},
+		profiles: profiles, profileErrs: map[string]error{},
 	}, nil
 }
 

@@ -12,6 +12,9 @@ import (
 const (
 	CodeDryRunOperation       = "DryRunOperation"
 	CodeUnauthorizedOperation = "UnauthorizedOperation"
+	// CodeNotChecked marks a dry-run answer Joiner made up for a service
+	// without a dry run (IAM): the call was not sent.
+	CodeNotChecked = "NotChecked"
 	codeLTNameNotFound        = "InvalidLaunchTemplateName.NotFoundException"
 	codeLTNameExists          = "InvalidLaunchTemplateName.AlreadyExistsException"
 	codeInstanceNotFound      = "InvalidInstanceID.NotFound"
@@ -77,6 +80,8 @@ func (r DryRunResult) String() string {
 		return fmt.Sprintf("%s %s: would succeed", r.Operation, r.Target)
 	case r.PermissionMissing:
 		return fmt.Sprintf("%s %s: permission missing (%s)", r.Operation, r.Target, r.Code)
+	case r.Code == CodeNotChecked:
+		return fmt.Sprintf("%s %s: not sent, permission not checked (%s)", r.Operation, r.Target, r.Message)
 	}
 	return fmt.Sprintf("%s %s: failed before the permission check (%s: %s)", r.Operation, r.Target, r.Code, r.Message)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
@@ -373,6 +374,7 @@ func errorSet(errs []fleetErr) string {
 
 const (
 	testCluster   = "joiner-test"
+	testRole      = "KarpenterNodeRole-joiner-test"
 	testRegion    = "us-east-1"
 	testK8s       = "1.30"
 	testParamRoot = "/joiner-test/aws/service"
@@ -511,12 +513,18 @@ func (e *env) seedSim() {
 	}
 	e.amiX86, e.amiARM, e.amiGPU = "ami-0000000000000a001", "ami-0000000000000a002", "ami-0000000000000a003"
 	worker := map[string]string{"joiner-test/role": "worker"}
+	// One small root snapshot: the same images stand for every family here, and
+	// Bottlerocket's 4 GiB root must not be smaller than it.
+	root := []awssim.ImageBlockDevice{{DeviceName: "/dev/xvda", VolumeSizeGiB: 2}}
 	seed.Images = []awssim.Image{
-		{ID: e.amiX86, Name: "al2023-ami-2023.9.20261101.0-kernel-6.1-x86_64", Architecture: "x86_64", OwnerID: "137112412989", OwnerAlias: "amazon", Public: true, CreationDate: "2026-11-01T00:00:00Z", Tags: worker},
-		{ID: e.amiARM, Name: "al2023-ami-2023.9.20261101.0-kernel-6.1-arm64", Architecture: "arm64", OwnerID: "137112412989", OwnerAlias: "amazon", Public: true, CreationDate: "2026-11-01T00:00:00Z", Tags: worker},
-		{ID: e.amiGPU, Name: "amzn2-ami-hvm-2.0.20261001.0-x86_64-gp2", Architecture: "x86_64", OwnerID: "137112412989", OwnerAlias: "amazon", Public: true, CreationDate: "2026-10-01T00:00:00Z"},
-		{ID: "ami-0000000000000a004", Name: "al2023-ami-2023.8.20260901.0-kernel-6.1-x86_64", Architecture: "x86_64", OwnerID: "137112412989", OwnerAlias: "amazon", Public: true, CreationDate: "2026-09-01T00:00:00Z"},
+		{ID: e.amiX86, Name: "al2023-ami-2023.9.20261101.0-kernel-6.1-x86_64", Architecture: "x86_64", OwnerID: "137112412989", OwnerAlias: "amazon", Public: true, CreationDate: "2026-11-01T00:00:00Z", Tags: worker, BlockDevices: root},
+		{ID: e.amiARM, Name: "al2023-ami-2023.9.20261101.0-kernel-6.1-arm64", Architecture: "arm64", OwnerID: "137112412989", OwnerAlias: "amazon", Public: true, CreationDate: "2026-11-01T00:00:00Z", Tags: worker, BlockDevices: root},
+		{ID: e.amiGPU, Name: "amzn2-ami-hvm-2.0.20261001.0-x86_64-gp2", Architecture: "x86_64", OwnerID: "137112412989", OwnerAlias: "amazon", Public: true, CreationDate: "2026-10-01T00:00:00Z", BlockDevices: root},
+		{ID: "ami-0000000000000a004", Name: "al2023-ami-2023.8.20260901.0-kernel-6.1-x86_64", Architecture: "x86_64", OwnerID: "137112412989", OwnerAlias: "amazon", Public: true, CreationDate: "2026-09-01T00:00:00Z", BlockDevices: root},
 	}
+	// The node role exists in the account (the user's prerequisite); Joiner
+	// makes the instance profile that holds it.
+	seed.Roles = []awssim.Role{{Name: testRole}}
 	for name, value := range e.amiParameters() {
 		seed.Parameters = append(seed.Parameters, awssim.Parameter{Name: name, Value: value})
 	}
@@ -639,6 +647,9 @@ func (e *env) seed() {
 		put(name, value, ssmtypes.ParameterTypeString)
 	}
 	put("/kubean/bootstrap-token", testToken, ssmtypes.ParameterTypeSecureString)
+	_, err = iam.NewFromConfig(e.direct).CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(testRole),
+		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)})
+	e.must(err)
 	sm := secretsmanager.NewFromConfig(e.direct)
 	_, err = sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("kubean/bootstrap-token"), SecretString: aws.String(testToken)})
 	e.must(err)

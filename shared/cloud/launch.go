@@ -242,6 +242,10 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 	if err != nil {
 		return nil, err
 	}
+	profile, err := p.InstanceProfile(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
 	if reads := bootstrap.IMDSv1Reads(opts.UserData); len(reads) > 0 && family.FeatureFlags().ShellUserData && amifamily.HTTPTokens(nc) == karpenter.DefaultHTTPTokens {
 		p.log.Warn("EC2NodeClass "+amifamily.IMDSv1Cause(reads)+"; "+amifamily.IMDSv1Fix, "nodeClass", nc.Name)
 	}
@@ -266,7 +270,7 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 			if err != nil {
 				return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 			}
-			spec, err := p.buildTemplate(nc, family, ami, ud, groups)
+			spec, err := p.buildTemplate(nc, family, ami, ud, profile, groups)
 			if err != nil {
 				return nil, err
 			}

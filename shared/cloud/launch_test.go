@@ -155,9 +155,12 @@ func TestLaunchSeed002GPU(t *testing.T) {
 		if aws.ToString(b.DeviceName) != "/dev/xvda" || b.Ebs == nil || aws.ToInt32(b.Ebs.VolumeSize) != 200 || b.Ebs.VolumeType != "gp3" || !aws.ToBool(b.Ebs.Encrypted) || !aws.ToBool(b.Ebs.DeleteOnTermination) {
 			t.Errorf("block device %+v ebs %+v: want /dev/xvda 200 GiB gp3 encrypted deleteOnTermination", b, b.Ebs)
 		}
-		if d.IamInstanceProfile == nil || aws.ToString(d.IamInstanceProfile.Name) != "KarpenterNodeRole-joiner-test" {
-			t.Errorf("instance profile %+v", d.IamInstanceProfile)
+		// spec.role names a role; the profile is the one Joiner made for the class.
+		wantProfile := InstanceProfileName(testCluster, testRegion, "kubean-aws-gpu")
+		if d.IamInstanceProfile == nil || aws.ToString(d.IamInstanceProfile.Name) != wantProfile {
+			t.Errorf("instance profile %+v, want %s", d.IamInstanceProfile, wantProfile)
 		}
+		e.wantProfile(wantProfile, testRole, "kubean-aws-gpu")
 		if !slices.Equal(d.SecurityGroupIds, []string{e.sgNodes}) || aws.ToString(d.ImageId) != e.amiGPU {
 			t.Errorf("groups %v image %s", d.SecurityGroupIds, aws.ToString(d.ImageId))
 		}

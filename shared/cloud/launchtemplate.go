@@ -106,21 +106,6 @@ func metadataOptions(m *karpenter.MetadataOptions) *ec2types.LaunchTemplateInsta
 	return o
 }
 
-// instanceProfile is the class's instance profile. Joiner creates none (that
-// needs IAM write access): with only spec.role it uses the profile of the
-// same name, which is what the IAM console and eksctl create for a role.
-func instanceProfile(nc *karpenter.EC2NodeClass) (string, error) {
-	switch {
-	case nc.Spec.InstanceProfile != nil && *nc.Spec.InstanceProfile != "":
-		return *nc.Spec.InstanceProfile, nil
-	case nc.Status.InstanceProfile != "":
-		return nc.Status.InstanceProfile, nil
-	case nc.Spec.Role != "":
-		return nc.Spec.Role, nil
-	}
-	return "", fmt.Errorf("EC2NodeClass %s: set spec.role or spec.instanceProfile", nc.Name)
-}
-
 // templateSpec is one launch template a launch needs.
 type templateSpec struct {
 	name string
@@ -131,11 +116,7 @@ type templateSpec struct {
 // buildTemplate renders user data and assembles the launch template data;
 // its name hashes the whole content, so any change makes a new template and
 // equal content reuses the existing one.
-func (p *Provider) buildTemplate(nc *karpenter.EC2NodeClass, family amifamily.Family, ami AMI, userData string, groups []SecurityGroup) (templateSpec, error) {
-	profile, err := instanceProfile(nc)
-	if err != nil {
-		return templateSpec{}, err
-	}
+func (p *Provider) buildTemplate(nc *karpenter.EC2NodeClass, family amifamily.Family, ami AMI, userData, profile string, groups []SecurityGroup) (templateSpec, error) {
 	bdm, err := blockDevices(family, nc.Spec.BlockDeviceMappings)
 	if err != nil {
 		return templateSpec{}, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)

@@ -82,15 +82,16 @@ func FromEnvWith(ctx context.Context, name string, env Env) (*Function, error) {
 		return nil, fmt.Errorf("cluster access: %w", err)
 	}
 	// A warm container reads instance types, offerings and spot prices on a timer,
-	// not on every invocation.
+	// not on every invocation, and trusts an instance profile it saw ready for a while.
 	catalogCache := cloud.NewCatalogCache(TypesTTL, PricesTTL)
+	profiles := cloud.NewInstanceProfileCache(nil)
 	newDeps := func(ctx context.Context) (*Deps, error) {
 		identity := name
 		if lc, ok := lambdacontext.FromContext(ctx); ok {
 			identity = name + "/" + lc.AwsRequestID
 		}
 		prov, err := cloud.New(cloud.Config{ClusterName: cfg.ClusterName, Region: cfg.Region, DryRun: cfg.DryRun, Logger: log,
-			CatalogCache: catalogCache}, clients)
+			CatalogCache: catalogCache, InstanceProfiles: profiles}, clients)
 		if err != nil {
 			return nil, err
 		}

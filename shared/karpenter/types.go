@@ -40,16 +40,21 @@ const (
 	CapacityTypeOnDemand = "on-demand"
 	CapacityTypeReserved = "reserved"
 
-	LabelInstanceCategory        = "karpenter.k8s.aws/instance-category"
-	LabelInstanceFamily          = "karpenter.k8s.aws/instance-family"
-	LabelInstanceGeneration      = "karpenter.k8s.aws/instance-generation"
-	LabelInstanceSize            = "karpenter.k8s.aws/instance-size"
-	LabelInstanceCPU             = "karpenter.k8s.aws/instance-cpu"
-	LabelInstanceMemory          = "karpenter.k8s.aws/instance-memory"
-	LabelInstanceGPUName         = "karpenter.k8s.aws/instance-gpu-name"
-	LabelInstanceGPUManufacturer = "karpenter.k8s.aws/instance-gpu-manufacturer"
-	LabelInstanceGPUCount        = "karpenter.k8s.aws/instance-gpu-count"
-	LabelInstanceGPUMemory       = "karpenter.k8s.aws/instance-gpu-memory"
+	LabelInstanceCategory         = "karpenter.k8s.aws/instance-category"
+	LabelInstanceFamily           = "karpenter.k8s.aws/instance-family"
+	LabelInstanceGeneration       = "karpenter.k8s.aws/instance-generation"
+	LabelInstanceSize             = "karpenter.k8s.aws/instance-size"
+	LabelInstanceCPU              = "karpenter.k8s.aws/instance-cpu"
+	LabelInstanceMemory           = "karpenter.k8s.aws/instance-memory"
+	LabelInstanceGPUName          = "karpenter.k8s.aws/instance-gpu-name"
+	LabelInstanceGPUManufacturer  = "karpenter.k8s.aws/instance-gpu-manufacturer"
+	LabelInstanceGPUCount         = "karpenter.k8s.aws/instance-gpu-count"
+	LabelInstanceGPUMemory        = "karpenter.k8s.aws/instance-gpu-memory"
+	LabelInstanceAcceleratorCount = "karpenter.k8s.aws/instance-accelerator-count"
+
+	// Labels of a node launched into a capacity reservation (Karpenter v1.3+).
+	LabelCapacityReservationID   = "karpenter.k8s.aws/capacity-reservation-id"
+	LabelCapacityReservationType = "karpenter.k8s.aws/capacity-reservation-type"
 
 	// ResourceNVIDIAGPU and friends are the extended resources device plugins advertise.
 	ResourceNVIDIAGPU   corev1.ResourceName = "nvidia.com/gpu"
@@ -325,11 +330,25 @@ type MetadataOptions struct {
 
 // EC2NodeClassStatus is what discovery resolved for the class.
 type EC2NodeClassStatus struct {
-	Subnets         []Subnet           `json:"subnets,omitempty"`
-	SecurityGroups  []SecurityGroup    `json:"securityGroups,omitempty"`
-	AMIs            []AMI              `json:"amis,omitempty"`
-	InstanceProfile string             `json:"instanceProfile,omitempty"`
-	Conditions      []metav1.Condition `json:"conditions,omitempty"`
+	Subnets              []Subnet              `json:"subnets,omitempty"`
+	SecurityGroups       []SecurityGroup       `json:"securityGroups,omitempty"`
+	CapacityReservations []CapacityReservation `json:"capacityReservations,omitempty"`
+	AMIs                 []AMI                 `json:"amis,omitempty"`
+	InstanceProfile      string                `json:"instanceProfile,omitempty"`
+	Conditions           []metav1.Condition    `json:"conditions,omitempty"`
+}
+
+// CapacityReservation is a resolved capacity reservation, as Karpenter v1.3+
+// writes it into status.capacityReservations.
+type CapacityReservation struct {
+	AvailabilityZone      string       `json:"availabilityZone"`
+	EndTime               *metav1.Time `json:"endTime,omitempty"`
+	ID                    string       `json:"id"`
+	InstanceMatchCriteria string       `json:"instanceMatchCriteria"`
+	InstanceType          string       `json:"instanceType"`
+	OwnerID               string       `json:"ownerID"`
+	ReservationType       string       `json:"reservationType,omitempty"`
+	State                 string       `json:"state,omitempty"`
 }
 
 // Subnet is a resolved subnet.

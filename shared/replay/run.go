@@ -307,10 +307,11 @@ func (r *run) newDeps(name string) func(context.Context) (*handlers.Deps, error)
 	// its own warm Lambda container.
 	unavailable := cloud.NewUnavailableOfferings(r.clock.Now)
 	catalogCache := cloud.NewCatalogCache(handlers.TypesTTL, handlers.PricesTTL)
+	profiles := cloud.NewInstanceProfileCache(r.clock.Now)
 	return func(ctx context.Context) (*handlers.Deps, error) {
 		identity := fmt.Sprintf("%s/%d", name, r.res.Invocations[name]+1)
 		prov, err := cloud.New(cloud.Config{ClusterName: r.sc.Cluster, Region: r.sim.Region(), Clock: r.clock.Now,
-			Unavailable: unavailable, CatalogCache: catalogCache, Logger: r.log}, r.cloud)
+			Unavailable: unavailable, CatalogCache: catalogCache, InstanceProfiles: profiles, Logger: r.log}, r.cloud)
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kubesim"
 	"github.com/joiner-autoscaler/joiner/shared/manifest"
 )
@@ -43,7 +44,7 @@ func newRun(ctx context.Context, sc *Scenario, opts Options) (*run, error) {
 		logOut = io.Discard
 	}
 	r.log = handlers.NewLogger(logOut, "INFO")
-	if err := r.startAWS(ctx); err != nil {
+	if err := r.startAWS(ctx, bundle); err != nil {
 		return nil, err
 	}
 	kcfg := kubesim.Config{Now: r.clock.Now, Instances: r.sim, RegisterAfter: sc.Settings.RegisterAfter.D(), Log: r.log}
@@ -101,8 +102,21 @@ func (r *run) close(ctx context.Context) error {
 	return r.kc.Cleanup(cctx)
 }
 
-func (r *run) startAWS(ctx context.Context) error {
+func (r *run) startAWS(ctx context.Context, bundle *manifest.Bundle) error {
 	seed := awssim.DefaultSeed(r.sc.Cluster)
+	// The node roles the classes name exist in the account, as they must in a
+	// real one; Joiner makes the instance profiles that hold them. Classes a
+	// timeline step applies later count too.
+	classes := bundle.NodeClasses
+	for _, st := range r.sc.Timeline {
+		if st.Apply == "" {
+			continue
+		}
+		if b, err := LoadManifests(r.sc.Path(st.Apply)); err == nil {
+			classes = append(classes, b.NodeClasses...)
+		}
+	}
+	seed.Roles = NodeRoles(seed.Roles, classes)
 	sim, err := awssim.Start(ctx, awssim.Config{Seed: &seed, Clock: r.clock, TerminatedVisibleFor: keepTerminated,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -129,6 +143,26 @@ func (sc *Scenario) paths(ps []string) []string {
 		out[i] = sc.Path(p)
 	}
 	return out
+}
+
+// NodeRoles adds to roles an IAM role for every role the classes name (by its
+// name: spec.role may be a path or an ARN), once each.
+func NodeRoles(roles []awssim.Role, classes []*karpenter.EC2NodeClass) []awssim.Role {
+	have := map[string]bool{}
+	for _, r := range roles {
+		have[r.Name] = true
+	}
+	for _, c := range classes {
+		name := c.Spec.Role
+		if i := strings.LastIndex(name, "/"); i >= 0 {
+			name = name[i+1:]
+		}
+		if name != "" && !have[name] {
+			have[name] = true
+			roles = append(roles, awssim.Role{Name: name})
+		}
+	}
+	return roles
 }
 
 // LoadManifests reads manifests as joiner plan does; a document with errors fails

@@ -1,0 +1,246 @@
+package cloud
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+)
+
+// The names Karpenter v1.0–v1.9 gives the profile of a class: cluster, "_", and
+// hashstructure v2.0.2's hash (FNV-1 64) of region+name. The expected numbers
+// were computed with hashstructure.Hash(region+name, FormatV2, nil) itself.
+func TestInstanceProfileNameIsKarpenters(t *testing.T) {
+	for _, tc := range []struct{ cluster, region, class, want string }{
+		{"prod", "us-east-1", "default", "prod_15843455441266977890"},
+		{"kubean-prod", "us-west-2", "gpu-pool", "kubean-prod_723837953979366499"},
+	} {
+		if got := InstanceProfileName(tc.cluster, tc.region, tc.class); got != tc.want {
+			t.Errorf("InstanceProfileName(%s, %s, %s) = %s, want %s", tc.cluster, tc.region, tc.class, got, tc.want)
+		}
+	}
+}
+
+// wantProfile checks, on the backend itself, that a profile exists, holds the
+// role and carries the identity tags Karpenter's reference policy conditions on.
+func (e *env) wantProfile(name, role, class string) {
+	e.t.Helper()
+	out, err := iam.NewFromConfig(e.direct).GetInstanceProfile(context.Background(), &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
+	if err != nil {
+		e.t.Fatalf("instance profile %s: %v", name, err)
+	}
+	ip := out.InstanceProfile
+	if len(ip.Roles) != 1 || aws.ToString(ip.Roles[0].RoleName) != role {
+		e.t.Errorf("profile %s holds %+v, want role %s", name, ip.Roles, role)
+	}
+	tags := map[string]string{}
+	for _, tg := range ip.Tags {
+		tags[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+	}
+	want := map[string]string{"kubernetes.io/cluster/" + testCluster: "owned", TagEKSClusterName: testCluster,
+		TagNodeClass: class, TagRegion: testRegion}
+	for k, v := range want {
+		if tags[k] != v {
+			e.t.Errorf("profile %s tag %s = %q, want %q (all: %v)", name, k, tags[k], v, tags)
+		}
+	}
+}
+
+func (e *env) profileExists(name string) bool {
+	e.t.Helper()
+	_, err := iam.NewFromConfig(e.direct).GetInstanceProfile(context.Background(), &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
+	if ErrorCode(err) == codeNoSuchEntity {
+		return false
+	}
+	e.must(err)
+	return true
+}
+
+// A class with spec.role: the first launch creates the profile (the role exists,
+// the profile does not), later invocations reuse it, the container's cache spares
+// IAM calls, a role change moves the profile to the new role, and deleting the
+// class's profile leaves nothing behind.
+func TestInstanceProfileFromRole(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		nc := e.loadClass("al2023.yaml")
+		name := InstanceProfileName(testCluster, testRegion, nc.Name)
+		if e.profileExists(name) {
+			t.Fatalf("profile %s exists before any launch", name)
+		}
+		cache := NewInstanceProfileCache(e.clock.Now)
+		withCache := func(c *Config) { c.InstanceProfiles = cache }
+		inst, err := e.provider(withCache).Launch(ctx, cpuRequest(nc, "general-1", []string{"m6i.large"}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.wantProfile(name, testRole, nc.Name)
+		if got := aws.ToString(e.templateData(inst.LaunchTemplate).IamInstanceProfile.Name); got != name {
+			t.Errorf("launch template names profile %q, want %s", got, name)
+		}
+		if n := e.proxy.count("CreateInstanceProfile"); n != 1 {
+			t.Errorf("CreateInstanceProfile called %d times, want 1", n)
+		}
+		// A second invocation of the same warm container asks IAM nothing.
+		if _, err := e.provider(withCache).Launch(ctx, cpuRequest(nc, "general-2", []string{"m6i.large"}, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.proxy.count("GetInstanceProfile"); n != 1 {
+			t.Errorf("GetInstanceProfile called %d times, want 1 (the container caches the profile)", n)
+		}
+		// A cold container finds the profile and creates nothing.
+		if _, err := e.provider().InstanceProfile(ctx, nc); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.proxy.count("CreateInstanceProfile"); n != 1 {
+			t.Errorf("a cold container created the profile again (%d creations)", n)
+		}
+
+		// The class's role changes: the same profile now holds the new role.
+		other := "KarpenterNodeRole-other"
+		_, err = iam.NewFromConfig(e.direct).CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(other), AssumeRolePolicyDocument: aws.String("{}")})
+		e.must(err)
+		nc.Spec.Role = other
+		if _, err := e.provider().InstanceProfile(ctx, nc); err != nil {
+			t.Fatal(err)
+		}
+		e.wantProfile(name, other, nc.Name)
+
+		deleted, err := e.provider().DeleteInstanceProfile(ctx, nc.Name)
+		if err != nil || !deleted {
+			t.Fatalf("DeleteInstanceProfile = %v, %v", deleted, err)
+		}
+		if e.profileExists(name) {
+			t.Errorf("profile %s still exists after its class's deletion", name)
+		}
+		if deleted, err := e.provider().DeleteInstanceProfile(ctx, nc.Name); err != nil || deleted {
+			t.Errorf("deleting a deleted profile: %v, %v; want nothing to do", deleted, err)
+		}
+	})
+}
+
+// A profile with Joiner's name that Joiner did not tag is never changed or deleted.
+func TestInstanceProfileNotOursIsLeftAlone(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		nc := e.loadClass("al2023.yaml")
+		name := InstanceProfileName(testCluster, testRegion, nc.Name)
+		c := iam.NewFromConfig(e.direct)
+		_, err := c.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("someone-elses"), AssumeRolePolicyDocument: aws.String("{}")})
+		e.must(err)
+		_, err = c.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name)})
+		e.must(err)
+		_, err = c.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String(name), RoleName: aws.String("someone-elses")})
+		e.must(err)
+		_, err = e.provider().InstanceProfile(ctx, nc)
+		if err == nil || !strings.Contains(err.Error(), "lacks this cluster's tags") {
+			t.Fatalf("want a refusal naming the missing tags, got %v", err)
+		}
+		if deleted, err := e.provider().DeleteInstanceProfile(ctx, nc.Name); err != nil || deleted {
+			t.Errorf("DeleteInstanceProfile of a profile Joiner did not tag: %v, %v", deleted, err)
+		}
+		if !e.profileExists(name) {
+			t.Error("a profile Joiner did not tag was deleted")
+		}
+	})
+}
+
+// A role that does not exist fails the launch with a message naming it, and
+// nothing is launched.
+func TestInstanceProfileMissingRole(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		nc := e.loadClass("al2023.yaml")
+		nc.Spec.Role = "NoSuchRole"
+		_, err := e.provider().Launch(context.Background(), cpuRequest(nc, "general-1", []string{"m6i.large"}, nil))
+		if err == nil || !strings.Contains(err.Error(), "role NoSuchRole does not exist") {
+			t.Fatalf("want an error naming the missing role, got %v", err)
+		}
+		if n := e.proxy.count("CreateFleet"); n != 0 {
+			t.Errorf("%d CreateFleet calls for a class whose role does not exist", n)
+		}
+	})
+}
+
+// DRY_RUN creates no profile: IAM has no dry run, so the missing profile is
+// reported as a dry-run answer and the launch is checked with its name.
+func TestInstanceProfileDryRun(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		nc := e.loadClass("al2023.yaml")
+		p := e.provider(func(c *Config) { c.DryRun = true })
+		if _, err := p.Launch(context.Background(), cpuRequest(nc, "dry-1", []string{"m6i.large"}, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.proxy.count("CreateInstanceProfile") + e.proxy.count("AddRoleToInstanceProfile"); n != 0 {
+			t.Errorf("%d IAM writes in DRY_RUN", n)
+		}
+		found := false
+		for _, r := range p.DryRuns() {
+			if r.Operation == "CreateInstanceProfile" && r.Target == InstanceProfileName(testCluster, testRegion, nc.Name) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("dry runs %+v lack the profile Joiner would create", p.DryRuns())
+		}
+	})
+}
+
+// The RunInstances path on both backends (moto checks instance profiles on
+// RunInstances, not on CreateFleet): a profile Joiner readied for a role it did
+// not create launches; a profile that does not exist is refused. awssim answers
+// as EC2 does (InvalidParameterValue "Value (…) for parameter
+// iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", the
+// answer Karpenter users meet: aws/karpenter-provider-aws#3051); moto 5.2.1
+// answers NoSuchEntity.
+func TestInstanceProfileRunInstances(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		nc := e.loadClass("al2023.yaml")
+		name, err := e.provider().InstanceProfile(ctx, nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(profile string) error {
+			_, err := e.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
+				ImageId: aws.String(e.amiX86), InstanceType: ec2types.InstanceTypeM6iLarge, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+				SubnetId: aws.String(e.subnets["us-east-1a"]), IamInstanceProfile: &ec2types.IamInstanceProfileSpecification{Name: aws.String(profile)},
+			})
+			return err
+		}
+		if err := run(name); err != nil {
+			t.Fatalf("RunInstances with the profile Joiner made: %v", err)
+		}
+		err = run("no-such-profile")
+		want := map[string]string{"awssim": "InvalidParameterValue", "moto": codeNoSuchEntity}[e.kind]
+		if ErrorCode(err) != want {
+			t.Fatalf("RunInstances with a missing profile: %v, want %s", err, want)
+		}
+		if e.kind == "awssim" && !strings.Contains(err.Error(), "Value (no-such-profile) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name") {
+			t.Errorf("awssim's message is not EC2's: %v", err)
+		}
+	})
+}
+
+// spec.instanceProfile is used as given; one that does not exist fails the
+// launch with EC2's error in the fleet's errors (awssim; moto does not check
+// profiles on CreateFleet, so only the simulator can show it).
+func TestInstanceProfileGivenButMissing(t *testing.T) {
+	e := newEnvFor(t, "awssim")
+	nc := e.loadClass("al2023.yaml")
+	missing := "NotCreatedByAnyone"
+	nc.Spec.InstanceProfile = &missing
+	_, err := e.provider().Launch(context.Background(), cpuRequest(nc, "general-1", []string{"m6i.large"}, nil))
+	if err == nil || !strings.Contains(err.Error(), "InvalidParameterValue") || !strings.Contains(err.Error(), "Invalid IAM Instance Profile name") {
+		t.Fatalf("want EC2's InvalidParameterValue for the missing profile, got %v", err)
+	}
+	if n := e.proxy.count("CreateInstanceProfile"); n != 0 {
+		t.Errorf("Joiner created a profile for a class that names its own (%d)", n)
+	}
+	if len(e.runningInstances()) != 0 {
+		t.Error("an instance launched with a profile that does not exist")
+	}
+}
