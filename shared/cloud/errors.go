@@ -14,12 +14,12 @@ const (
 	CodeUnauthorizedOperation = "UnauthorizedOperation"
 	// CodeNotChecked marks a dry-run answer Joiner made up for a service
 	// without a dry run (IAM): the call was not sent.
-	CodeNotChecked = "NotChecked"
-	codeLTNameNotFound        = "InvalidLaunchTemplateName.NotFoundException"
-	codeLTNameExists          = "InvalidLaunchTemplateName.AlreadyExistsException"
-	codeInstanceNotFound      = "InvalidInstanceID.NotFound"
-	codeFreeAddresses         = "InsufficientFreeAddressesInSubnet"
-	codeSpotSLR               = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+	CodeNotChecked       = "NotChecked"
+	codeLTNameNotFound   = "InvalidLaunchTemplateName.NotFoundException"
+	codeLTNameExists     = "InvalidLaunchTemplateName.AlreadyExistsException"
+	codeInstanceNotFound = "InvalidInstanceID.NotFound"
+	codeFreeAddresses    = "InsufficientFreeAddressesInSubnet"
+	codeSpotSLR          = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
 )
 
 // unfulfillableCapacityCodes are the CreateFleet error codes Karpenter's AWS
