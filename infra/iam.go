@@ -49,6 +49,7 @@ func (a arns) ec2Public(resource string) string {
 // one rather than ec2:Describe* so that the policy grants what is used.
 var ec2Describe = []string{
 	"ec2:DescribeAvailabilityZones",
+	"ec2:DescribeCapacityReservations",
 	"ec2:DescribeImages",
 	"ec2:DescribeInstances",
 	"ec2:DescribeInstanceTypeOfferings",
@@ -178,6 +179,9 @@ func functionStatements(cfg Config, a arns, nodeRoleArn, clusterArn string) []st
 				"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"},
 			},
 		},
+	}
+	st = append(st, instanceProfileStatements(cfg, a)...)
+	st = append(st, []statement{
 		{
 			Sid:       "SSMReadPublicParameters",
 			Actions:   []string{"ssm:GetParameter"},
@@ -188,7 +192,7 @@ func functionStatements(cfg Config, a arns, nodeRoleArn, clusterArn string) []st
 			Actions:   []string{"pricing:GetProducts"},
 			Resources: []string{"*"},
 		},
-	}
+	}...)
 	if cfg.BootstrapTokenParameter != "" {
 		st = append(st, statement{
 			Sid:       "SSMReadBootstrapToken",
@@ -211,4 +215,71 @@ func functionStatements(cfg Config, a arns, nodeRoleArn, clusterArn string) []st
 		})
 	}
 	return st
+}
+
+// instanceProfileStatements let the functions manage the instance profile of
+// each EC2NodeClass that names a role (shared/cloud InstanceProfile), as
+// Karpenter's reference policy does (AllowScopedInstanceProfile*): a profile
+// can only be created carrying the cluster's identity tags, and only profiles
+// carrying them can be tagged, given a role, emptied or deleted. Reading is
+// unconditioned (a missing profile must be told from a forbidden one). The
+// role a profile may hold is limited by PassNodeRoleToEC2: AddRoleToInstanceProfile
+// passes the role, so only the node role can be put in a profile.
+func instanceProfileStatements(cfg Config, a arns) []statement {
+	owned := OwnershipTagKey(cfg.ClusterName)
+	profiles := []string{"arn:" + a.partition + ":iam::" + a.account + ":instance-profile/*"}
+	requestTags := map[string]string{
+		"aws:RequestTag/" + owned:                      "owned",
+		"aws:RequestTag/eks:eks-cluster-name":          cfg.ClusterName,
+		"aws:RequestTag/topology.kubernetes.io/region": a.region,
+	}
+	resourceTags := map[string]string{
+		"aws:ResourceTag/" + owned:                      "owned",
+		"aws:ResourceTag/topology.kubernetes.io/region": a.region,
+	}
+	anyOf := func(ms ...map[string]string) map[string]any {
+		out := map[string]any{}
+		for _, m := range ms {
+			for k, v := range m {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	return []statement{
+		{
+			Sid:       "IAMReadInstanceProfiles",
+			Actions:   []string{"iam:GetInstanceProfile"},
+			Resources: profiles,
+		},
+		{
+			Sid:       "IAMCreateTaggedInstanceProfiles",
+			Actions:   []string{"iam:CreateInstanceProfile"},
+			Resources: profiles,
+			Conditions: map[string]map[string]any{
+				"StringEquals": anyOf(requestTags),
+				"StringLike":   {"aws:RequestTag/" + NodeClassTagKey: "*"},
+			},
+		},
+		{
+			// Creating a profile with tags is also a TagInstanceProfile; a profile
+			// that already carries the tags may get the class's own tags.
+			Sid:       "IAMTagOwnedInstanceProfiles",
+			Actions:   []string{"iam:TagInstanceProfile"},
+			Resources: profiles,
+			Conditions: map[string]map[string]any{
+				"StringEquals": anyOf(requestTags, resourceTags),
+				"StringLike":   {"aws:RequestTag/" + NodeClassTagKey: "*", "aws:ResourceTag/" + NodeClassTagKey: "*"},
+			},
+		},
+		{
+			Sid:       "IAMManageOwnedInstanceProfiles",
+			Actions:   []string{"iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"},
+			Resources: profiles,
+			Conditions: map[string]map[string]any{
+				"StringEquals": anyOf(resourceTags),
+				"StringLike":   {"aws:ResourceTag/" + NodeClassTagKey: "*"},
+			},
+		},
+	}
 }

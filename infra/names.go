@@ -13,7 +13,6 @@ const (
 	EnvRebalanceMode           = "JOINER_REBALANCE_MODE"            // ignore | taint | replace
 	EnvNodeRoleArn             = "JOINER_NODE_ROLE_ARN"             // the role passed to instances
 	EnvNodeRoleName            = "JOINER_NODE_ROLE_NAME"            // EC2NodeClass spec.role must name it
-	EnvNodeInstanceProfile     = "JOINER_NODE_INSTANCE_PROFILE"     // instance profile holding the node role
 	EnvBootstrapTokenParameter = "JOINER_BOOTSTRAP_TOKEN_PARAMETER" // self-managed: SSM parameter with the join token
 	EnvFunction                = "JOINER_FUNCTION"                  // provisioner | interruption | consolidator
 )
@@ -40,3 +39,7 @@ func OwnershipTagKey(cluster string) string { return "kubernetes.io/cluster/" + 
 
 // NodePoolTagKey is the second ownership tag on instances (the NodePool's name).
 const NodePoolTagKey = "karpenter.sh/nodepool"
+
+// NodeClassTagKey tags what Joiner creates for an EC2NodeClass (instance
+// profiles, launch templates) with the class's name, as Karpenter does.
+const NodeClassTagKey = "karpenter.k8s.aws/ec2nodeclass"

@@ -59,17 +59,16 @@ var Functions = []FunctionSpec{
 // trying then; AWS Health announces changes days ahead, so it keeps trying for an hour;
 // a Pending Pods batch is superseded by the sweep within minutes.
 const (
-	ec2RuleMaxAgeSec     = 120
-	ec2RuleRetries       = 8
-	healthRuleMaxAgeSec  = 3600
-	healthRuleRetries    = 24
-	podsRuleMaxAgeSec    = 300
-	podsRuleRetries      = 8
-	scheduleMaxAgeSec    = 60 // a tick is replaced by the next one
-	scheduleRetries      = 2
-	dlqRetentionDays     = 14
-	alarmPeriodMinutes   = 5
-	nodeInstanceProfileP = "JoinerNodeInstanceProfile-"
+	ec2RuleMaxAgeSec    = 120
+	ec2RuleRetries      = 8
+	healthRuleMaxAgeSec = 3600
+	healthRuleRetries   = 24
+	podsRuleMaxAgeSec   = 300
+	podsRuleRetries     = 8
+	scheduleMaxAgeSec   = 60 // a tick is replaced by the next one
+	scheduleRetries     = 2
+	dlqRetentionDays    = 14
+	alarmPeriodMinutes  = 5
 )
 
 // Stack is the synthesized Joiner stack and the handles tests look at.
@@ -100,7 +99,7 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 	a := arns{partition: *st.Partition(), region: *st.Region(), account: *st.Account()}
 	clusterArn := "arn:" + a.partition + ":eks:" + a.region + ":" + a.account + ":cluster/" + cfg.ClusterName
 
-	// Nodes: the role instances run with, and its instance profile.
+	// Nodes: the role instances run with.
 	var nodeRole awsiam.IRole
 	if cfg.NodeRoleArn == "" {
 		managed := []awsiam.IManagedPolicy{
@@ -125,13 +124,9 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 	} else {
 		nodeRole = awsiam.Role_FromRoleArn(st, jsii.String("NodeRole"), jsii.String(cfg.NodeRoleArn), &awsiam.FromRoleArnOptions{Mutable: jsii.Bool(false)})
 	}
-	profile := awsiam.NewCfnInstanceProfile(st, jsii.String("NodeInstanceProfile"), &awsiam.CfnInstanceProfileProps{
-		InstanceProfileName: jsii.String(nodeInstanceProfileP + cfg.ClusterName),
-		Roles:               &[]interface{}{jsii.String(cfg.NodeRoleName())},
-	})
-	if r, ok := nodeRole.(awsiam.Role); ok && cfg.NodeRoleArn == "" {
-		profile.Node().AddDependency(r)
-	}
+	// No instance profile: the functions create one per EC2NodeClass that names
+	// this role (spec.role), as Karpenter does, tagged so the policy's
+	// IAMInstanceProfile* statements cover exactly those.
 
 	// The functions' role.
 	fnRole := awsiam.NewRole(st, jsii.String("FunctionsRole"), &awsiam.RoleProps{
@@ -191,13 +186,12 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 
 	// Functions.
 	env := map[string]*string{
-		EnvClusterAccess:       jsii.String(string(cfg.Kind)),
-		EnvClusterName:         jsii.String(cfg.ClusterName),
-		EnvDryRun:              jsii.String(fmt.Sprint(cfg.DryRun)),
-		EnvRebalanceMode:       jsii.String(cfg.RebalanceMode),
-		EnvNodeRoleArn:         nodeRole.RoleArn(),
-		EnvNodeRoleName:        jsii.String(cfg.NodeRoleName()),
-		EnvNodeInstanceProfile: profile.Ref(),
+		EnvClusterAccess: jsii.String(string(cfg.Kind)),
+		EnvClusterName:   jsii.String(cfg.ClusterName),
+		EnvDryRun:        jsii.String(fmt.Sprint(cfg.DryRun)),
+		EnvRebalanceMode: jsii.String(cfg.RebalanceMode),
+		EnvNodeRoleArn:   nodeRole.RoleArn(),
+		EnvNodeRoleName:  jsii.String(cfg.NodeRoleName()),
 	}
 	if cfg.Kind == KindSelfManaged {
 		env[EnvSecretArn] = jsii.String(cfg.SecretArn)
@@ -491,7 +485,6 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 	out("ForwarderRoleArn", "Role for the forwarder's ServiceAccount (eks.amazonaws.com/role-arn annotation with IRSA)", fwdRole.RoleArn())
 	out("FunctionsRoleArn", "Role of the functions (mapped to the Kubernetes group "+FunctionsGroup+" on EKS)", fnRole.RoleArn())
 	out("NodeRoleName", "Node role: EC2NodeClass spec.role", jsii.String(cfg.NodeRoleName()))
-	out("NodeInstanceProfileName", "Instance profile of Joiner's nodes", profile.Ref())
 	for _, spec := range Functions {
 		id := strings.ToUpper(spec.Name[:1]) + spec.Name[1:]
 		out(id+"FunctionName", "The "+spec.Name+" function", s.Functions[spec.Name].FunctionName())

@@ -120,17 +120,17 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::Lambda::Function": 3, "AWS::Lambda::EventInvokeConfig": 3, "AWS::Lambda::Permission": 3,
 			"AWS::Logs::LogGroup": 3, "AWS::Events::Rule": 3, "AWS::Events::EventBus": 1, "AWS::Events::EventBusPolicy": 0,
 			"AWS::Scheduler::Schedule": 2, "AWS::SQS::Queue": 4, "AWS::SQS::QueuePolicy": 4, "AWS::CloudWatch::Alarm": 7,
-			"AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 4, "AWS::IAM::Policy": 4, "AWS::IAM::InstanceProfile": 1,
+			"AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 4, "AWS::IAM::Policy": 4, "AWS::IAM::InstanceProfile": 0,
 			"AWS::EKS::AccessEntry": 2, "AWS::EKS::PodIdentityAssociation": 0,
 		},
 		"eks-podid-vpc": {
 			"AWS::Lambda::Function": 3, "AWS::Events::Rule": 3, "AWS::Scheduler::Schedule": 2, "AWS::SQS::Queue": 5,
-			"AWS::SQS::QueuePolicy": 5, "AWS::CloudWatch::Alarm": 7, "AWS::IAM::Role": 3, "AWS::IAM::InstanceProfile": 1,
+			"AWS::SQS::QueuePolicy": 5, "AWS::CloudWatch::Alarm": 7, "AWS::IAM::Role": 3, "AWS::IAM::InstanceProfile": 0,
 			"AWS::EKS::AccessEntry": 1, "AWS::EKS::PodIdentityAssociation": 1,
 		},
 		"self-managed": {
 			"AWS::Lambda::Function": 3, "AWS::Events::Rule": 3, "AWS::Scheduler::Schedule": 2, "AWS::SQS::Queue": 4,
-			"AWS::CloudWatch::Alarm": 7, "AWS::IAM::Role": 4, "AWS::IAM::InstanceProfile": 1,
+			"AWS::CloudWatch::Alarm": 7, "AWS::IAM::Role": 4, "AWS::IAM::InstanceProfile": 0,
 			"AWS::EKS::AccessEntry": 0, "AWS::EKS::PodIdentityAssociation": 0,
 		},
 	}
@@ -280,7 +280,7 @@ func TestFunctions(t *testing.T) {
 			wantEnv := map[string]any{
 				EnvFunction: spec.Name, EnvClusterAccess: string(s.cfg.Kind), EnvClusterName: s.cfg.ClusterName,
 				EnvDryRun: map[bool]string{true: "true", false: "false"}[s.cfg.DryRun], EnvRebalanceMode: s.cfg.RebalanceMode,
-				EnvNodeRoleName: s.cfg.NodeRoleName(), EnvNodeInstanceProfile: "${NodeInstanceProfile}",
+				EnvNodeRoleName: s.cfg.NodeRoleName(),
 			}
 			if s.cfg.NodeRoleArn != "" {
 				wantEnv[EnvNodeRoleArn] = s.cfg.NodeRoleArn
@@ -383,6 +383,7 @@ func expectedFunctionStatements(s *synthesized) map[string]map[string]any {
 		}
 		return out
 	}
+	profiles := "arn:" + partition + ":iam::" + account + ":instance-profile/*"
 	nodeRole := "${NodeRoleB5643E21.Arn}"
 	if s.cfg.NodeRoleArn != "" {
 		nodeRole = s.cfg.NodeRoleArn
@@ -425,6 +426,25 @@ func expectedFunctionStatements(s *synthesized) map[string]map[string]any {
 			"Condition": map[string]any{"StringEquals": map[string]any{"aws:ResourceTag/" + owned: "owned"}}},
 		"PassNodeRoleToEC2": {"Effect": "Allow", "Action": "iam:PassRole", "Resource": nodeRole,
 			"Condition": map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "ec2.amazonaws.com"}}},
+		// The instance profiles of classes with spec.role, scoped by the tags
+		// Joiner (and Karpenter) put on them.
+		"IAMReadInstanceProfiles": {"Effect": "Allow", "Action": "iam:GetInstanceProfile", "Resource": profiles},
+		"IAMCreateTaggedInstanceProfiles": {"Effect": "Allow", "Action": "iam:CreateInstanceProfile", "Resource": profiles,
+			"Condition": map[string]any{
+				"StringEquals": map[string]any{"aws:RequestTag/" + owned: "owned", "aws:RequestTag/eks:eks-cluster-name": s.cfg.ClusterName,
+					"aws:RequestTag/topology.kubernetes.io/region": region},
+				"StringLike": map[string]any{"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"}}},
+		"IAMTagOwnedInstanceProfiles": {"Effect": "Allow", "Action": "iam:TagInstanceProfile", "Resource": profiles,
+			"Condition": map[string]any{
+				"StringEquals": map[string]any{"aws:RequestTag/" + owned: "owned", "aws:RequestTag/eks:eks-cluster-name": s.cfg.ClusterName,
+					"aws:RequestTag/topology.kubernetes.io/region": region, "aws:ResourceTag/" + owned: "owned",
+					"aws:ResourceTag/topology.kubernetes.io/region": region},
+				"StringLike": map[string]any{"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*", "aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"}}},
+		"IAMManageOwnedInstanceProfiles": {"Effect": "Allow", "Action": list("iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"),
+			"Resource": profiles,
+			"Condition": map[string]any{
+				"StringEquals": map[string]any{"aws:ResourceTag/" + owned: "owned", "aws:ResourceTag/topology.kubernetes.io/region": region},
+				"StringLike":   map[string]any{"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"}}},
 		"SSMReadPublicParameters": {"Effect": "Allow", "Action": "ssm:GetParameter", "Resource": "arn:" + partition + ":ssm:" + region + "::parameter/aws/service/*"},
 		"PricingRead":             {"Effect": "Allow", "Action": "pricing:GetProducts", "Resource": "*"},
 		"WriteOwnLogs":            {"Effect": "Allow", "Action": list("logs:CreateLogStream", "logs:PutLogEvents"), "Resource": logs},
@@ -642,13 +662,13 @@ func TestBusPolicy(t *testing.T) {
 	})
 }
 
-// Node role like seed 001's: trusted by EC2, the three AWS-managed node policies, an
-// instance profile; or the user's role, untouched.
+// Node role like seed 001's: trusted by EC2, the three AWS-managed node policies; or
+// the user's role, untouched. No instance profile: the functions create one per
+// EC2NodeClass that names the role.
 func TestNodeRole(t *testing.T) {
 	forEachVariant(t, func(t *testing.T, s *synthesized) {
-		profile := render(s.resource(t, "NodeInstanceProfile").Properties).(map[string]any)
-		if !reflect.DeepEqual(profile["Roles"], []any{s.cfg.NodeRoleName()}) || profile["InstanceProfileName"] != "JoinerNodeInstanceProfile-"+s.cfg.ClusterName {
-			t.Errorf("instance profile %v", profile)
+		if n := len(s.resources("AWS::IAM::InstanceProfile")); n != 0 {
+			t.Errorf("the stack creates %d instance profile(s); the functions make them per EC2NodeClass", n)
 		}
 		if s.cfg.NodeRoleArn != "" {
 			for _, r := range s.resources("AWS::IAM::Role") {
@@ -819,7 +839,7 @@ func TestOutputs(t *testing.T) {
 	forEachVariant(t, func(t *testing.T, s *synthesized) {
 		outs := s.tmpl["Outputs"].(map[string]any)
 		for _, o := range []string{"EventBusName", "EventBusArn", "ForwarderRoleArn", "FunctionsRoleArn", "NodeRoleName",
-			"NodeInstanceProfileName", "ProvisionerFunctionName", "InterruptionFunctionName", "ConsolidatorFunctionName"} {
+			"ProvisionerFunctionName", "InterruptionFunctionName", "ConsolidatorFunctionName"} {
 			if _, ok := outs[o]; !ok {
 				t.Errorf("missing output %s", o)
 			}

@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
@@ -89,5 +94,68 @@ func TestSimUsage(t *testing.T) {
 	stderr.Reset()
 	if code := dispatch(context.Background(), []string{"sim", "serve", "--state", "/nonexistent/state.json"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "state file") {
 		t.Errorf("missing state file: exit %d stderr %q", code, stderr.String())
+	}
+}
+
+// The simulator refuses what EC2 refuses: RunInstances naming an instance profile
+// that does not exist answers EC2's InvalidParameterValue, through the AWS CLI
+// as a user would call it (or, without the CLI, through the SDK's EC2 client,
+// which signs and encodes the call the same way). A profile made through IAM
+// (create-instance-profile, add-role-to-instance-profile) then launches.
+func TestSimServeRefusesUnknownProfileToTheAWSCLI(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr lockedBuffer
+	done := make(chan int)
+	go func() {
+		done <- dispatch(ctx, []string{"sim", "serve", "--addr", "127.0.0.1:0", "--cluster", "demo"}, &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-done }()
+	var endpoint string
+	for deadline := time.Now().Add(10 * time.Second); endpoint == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, f := range strings.Fields(stdout.String()) {
+			if strings.HasPrefix(f, "http://127.0.0.1:") && !strings.Contains(f, "/_sim/") {
+				endpoint = f
+				break
+			}
+		}
+	}
+	if endpoint == "" {
+		t.Fatalf("no endpoint printed; stderr %q", stderr.String())
+	}
+	const subnet, image = "subnet-0a0000000000000a1", "ami-0c0ffee00000000a1" // DefaultSeed's
+	run := func(profile string) (string, error) {
+		if cli, err := exec.LookPath("aws"); err == nil {
+			cmd := exec.CommandContext(ctx, cli, "--endpoint-url", endpoint, "--region", "us-east-1", "--output", "json",
+				"ec2", "run-instances", "--image-id", image, "--instance-type", "m6i.large", "--subnet-id", subnet,
+				"--count", "1", "--iam-instance-profile", "Name="+profile)
+			cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=AKIDJOINERSIM", "AWS_SECRET_ACCESS_KEY=joiner-sim-secret", "AWS_PAGER=")
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		t.Log("aws CLI not on PATH: calling RunInstances through the SDK instead")
+		_, err := ec2.NewFromConfig(awssim.NewAWSConfig(endpoint)).RunInstances(ctx, &ec2.RunInstancesInput{
+			ImageId: aws.String(image), InstanceType: ec2types.InstanceTypeM6iLarge, SubnetId: aws.String(subnet),
+			MinCount: aws.Int32(1), MaxCount: aws.Int32(1), IamInstanceProfile: &ec2types.IamInstanceProfileSpecification{Name: aws.String(profile)},
+		})
+		if err != nil {
+			return err.Error(), err
+		}
+		return "", nil
+	}
+	out, err := run("no-such-profile")
+	if err == nil || !strings.Contains(out, "InvalidParameterValue") || !strings.Contains(out, "Invalid IAM Instance Profile name") {
+		t.Fatalf("run-instances with a missing profile: err %v, output %s; want EC2's InvalidParameterValue", err, out)
+	}
+	c := iam.NewFromConfig(awssim.NewAWSConfig(endpoint))
+	if _, err := c.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String("demo-nodes")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String("demo-nodes"),
+		RoleName: aws.String(awssim.NodeRoleName("demo"))}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("demo-nodes"); err != nil {
+		t.Fatalf("run-instances with an existing profile: %v\n%s", err, out)
 	}
 }

@@ -47,8 +47,8 @@ func NewClients(cfg aws.Config, retries RetryOptions, withPricing bool) Clients 
 	cfg = cfg.Copy()
 	cfg.Retryer = retries.Retryer()
 	c := Clients{
-		EC2:     ec2Client{ec2.NewFromConfig(cfg)},
-		IAM:     iamClient{iam.NewFromConfig(cfg)},
+		EC2:     ec2.NewFromConfig(cfg),
+		IAM:     iam.NewFromConfig(cfg),
 		SSM:     ssm.NewFromConfig(cfg),
 		EKS:     eks.NewFromConfig(cfg),
 		Secrets: secretsmanager.NewFromConfig(cfg),
