@@ -173,7 +173,7 @@ func TestStrictCreateFleetErrors(t *testing.T) {
 	cfg := func(name string) ec2types.FleetLaunchTemplateConfigRequest {
 		return ec2types.FleetLaunchTemplateConfigRequest{
 			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: aws.String(name), Version: aws.String("$Latest")},
-			Overrides: []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: "m6i.large", SubnetId: aws.String("subnet-0aaaaaaaaaaaaaaa1")}},
+			Overrides:                   []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: "m6i.large", SubnetId: aws.String("subnet-0aaaaaaaaaaaaaaa1")}},
 		}
 	}
 	out, err := c.ec2.CreateFleet(ctx, &ec2.CreateFleetInput{
