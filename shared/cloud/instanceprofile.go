@@ -33,10 +33,8 @@ type IAMAPI interface {
 // reference policy's AllowScopedInstanceProfile* statements, which condition
 // on them, cover Joiner, and a profile either created can be told apart from
 // every other profile in the account.
-const (
-	TagEKSClusterName = "eks:eks-cluster-name"
-	TagRegion         = corev1.LabelTopologyRegion
-)
+// (TagEKSClusterName is also on every instance.)
+const TagRegion = corev1.LabelTopologyRegion
 
 // IAM error codes the provider acts on.
 const (
