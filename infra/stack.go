@@ -148,9 +148,12 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 			"instance, volume and launch-template ARNs are conditioned on the cluster's ownership tag (aws:RequestTag on create, " +
 			"aws:ResourceTag on change or delete); AMI, snapshot, subnet, security-group and capacity-reservation ARNs are only " +
 			"referenced by RunInstances/CreateFleet, never modified; fleet, network-interface and spot-request ARNs are created only " +
-			"with the ownership tag (aws:RequestTag); /aws/service/* are AWS's public SSM parameters (AMI IDs)."),
+			"with the ownership tag (aws:RequestTag); /aws/service/* are AWS's public SSM parameters (AMI IDs); " +
+			"instance-profile/* is read freely but created, tagged, given a role, emptied or deleted only when it carries the cluster's " +
+			"tags (Karpenter's AllowScopedInstanceProfile* statements), and only the node role can be passed into one."),
 		AppliesTo: &[]interface{}{
 			"Resource::*",
+			"Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/*",
 			&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:(<AWS::AccountId>)?:[a-z-]+\/\*$/g`)},
 			"Resource::arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/*",
 		},

@@ -42,6 +42,13 @@ type LaunchRequest struct {
 	InstanceTypes []string
 	// Zones are the allowed zones; empty allows every zone with a selected subnet.
 	Zones []string
+	// FallbackZones are further zones the NodeClaim allows, tried in the same
+	// call only when every offering in Zones turned out unavailable: the engine
+	// picked a zone, but an ICE there must not wait for the next invocation.
+	FallbackZones []string
+	// FallbackAnyZone, for a NodeClaim that does not restrict its zone, makes
+	// every zone of the class's subnets the fallback.
+	FallbackAnyZone bool
 	// CapacityTypes are the allowed capacity types; empty means on-demand.
 	// Spot is tried first when allowed, then on-demand.
 	CapacityTypes []string
@@ -118,6 +125,28 @@ type launchPlan struct {
 // them out. A fleet that returns more than one instance has the extras
 // terminated. Every instance carries the ownership tags from creation.
 func (p *Provider) Launch(ctx context.Context, req LaunchRequest) (Instance, error) {
+	inst, err := p.launchIn(ctx, req)
+	fallback := slices.DeleteFunc(slices.Clone(req.FallbackZones), func(z string) bool { return slices.Contains(req.Zones, z) })
+	if err == nil || !errors.Is(err, ErrInsufficientCapacity) || len(req.Zones) == 0 || (len(fallback) == 0 && !req.FallbackAnyZone) {
+		return inst, err
+	}
+	if req.FallbackAnyZone {
+		// Every zone: those already tried are marked unavailable and left out.
+		fallback = nil
+	}
+	p.log.Info("no capacity in the chosen zones; trying the NodeClaim's other zones", "nodeClaim", req.NodeClaim,
+		"zones", req.Zones, "fallbackZones", fallback, "anyZone", req.FallbackAnyZone, "error", err.Error())
+	wide := req
+	wide.Zones, wide.FallbackZones = fallback, nil
+	more, err2 := p.launchIn(ctx, wide)
+	more.FleetCalls += inst.FleetCalls
+	if err2 != nil {
+		return more, fmt.Errorf("%w; then in the NodeClaim's other zones: %w", err, err2)
+	}
+	return more, nil
+}
+
+func (p *Provider) launchIn(ctx context.Context, req LaunchRequest) (Instance, error) {
 	plan, err := p.planLaunch(ctx, req)
 	if err != nil {
 		return Instance{}, err

@@ -628,3 +628,34 @@ func TestConfirmLaunchedChecksTagsInOneRead(t *testing.T) {
 		}
 	})
 }
+
+// The engine picked us-east-1a; every option is short there. The same Launch
+// tries the NodeClaim's other zones before giving up, and the cache learns the
+// ICE'd offerings, so the next invocation does not ask for them again.
+func TestICEFallsBackToTheNodeClaimsOtherZones(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		for _, it := range []string{"m6i.large", "m7i.large"} {
+			e.setICE(it, "us-east-1a", "on-demand")
+		}
+		nc := e.loadClass("al2023.yaml")
+		req := cpuRequest(nc, "z-1", []string{"m6i.large", "m7i.large"}, []string{"us-east-1a"})
+		req.FallbackZones = []string{"us-east-1a", "us-east-1c"}
+		inst, err := e.provider().Launch(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst.Zone != "us-east-1c" {
+			t.Errorf("launched in %s, want the NodeClaim's other allowed zone us-east-1c (1b is not allowed)", inst.Zone)
+		}
+		for _, it := range []string{"m6i.large", "m7i.large"} {
+			if !e.cache.IsUnavailable(it, "us-east-1a", "on-demand") {
+				t.Errorf("%s in us-east-1a is not marked unavailable", it)
+			}
+		}
+		// Without fallback zones the same shortage is an insufficient-capacity error.
+		req.NodeClaim, req.FallbackZones = "z-2", nil
+		if _, err := e.provider().Launch(context.Background(), req); !errors.Is(err, ErrInsufficientCapacity) {
+			t.Errorf("without fallback zones: %v, want ErrInsufficientCapacity", err)
+		}
+	})
+}

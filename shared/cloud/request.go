@@ -30,6 +30,12 @@ func RequestFor(n packer.NewNode, nc *karpenter.EC2NodeClass) LaunchRequest {
 	return req
 }
 
+// AllowedZones are the zones a node's requirements permit; nil when they do
+// not restrict the zone (any zone of the class's subnets will do).
+func AllowedZones(reqs []karpenter.NodeSelectorRequirementWithMinValues) []string {
+	return allowed(reqs, corev1.LabelTopologyZone, nil)
+}
+
 // allowed returns the values an In requirement on key permits, less NotIn
 // values; def when there is no In requirement.
 func allowed(reqs []karpenter.NodeSelectorRequirementWithMinValues, key string, def []string) []string {

@@ -244,6 +244,7 @@ func (d *Deps) dryRunLaunch(ctx context.Context, j *launchJob) {
 func launchRequest(pool *karpenter.NodePool, class *karpenter.EC2NodeClass, nn *packer.NewNode) cloud.LaunchRequest {
 	return cloud.LaunchRequest{
 		NodePool: pool.Name, NodeClass: class, InstanceTypes: nn.Options, Zones: []string{nn.Zone},
+		FallbackZones: cloud.AllowedZones(nn.Requirements), FallbackAnyZone: cloud.AllowedZones(nn.Requirements) == nil,
 		CapacityTypes: capacityTypes(pool, nn.CapacityType), Labels: nn.Labels,
 		Taints: append(append([]corev1.Taint(nil), pool.Spec.Template.Spec.Taints...), pool.Spec.Template.Spec.StartupTaints...),
 	}
