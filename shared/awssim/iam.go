@@ -259,23 +259,8 @@ func (s *Sim) profileXML(ip *InstanceProfile) xInstanceProfile {
 
 // fillRole completes a role's generated fields.
 func (s *Sim) fillRole(r *Role, now time.Time) error {
-	if !iamNameRE.MatchString(r.Name) {
-		return fmt.Errorf("role name %q is not 1-128 characters of letters, digits and +=,.@_-", r.Name)
-	}
-	if r.Path == "" {
-		r.Path = "/"
-	}
-	if !iamPathRE.MatchString(r.Path) {
-		return fmt.Errorf("role %s: path %q must start and end with /", r.Name, r.Path)
-	}
-	if r.ARN == "" {
-		r.ARN = fmt.Sprintf("arn:aws:iam::%s:role%s%s", s.w.account, r.Path, r.Name)
-	}
-	if r.ID == "" {
-		r.ID = "AROA" + strings.ToUpper(s.w.hexID("x", 17)[2:])
-	}
-	if r.Created.IsZero() {
-		r.Created = now
+	if err := s.fillIAM("role", "AROA", r.Name, &r.Path, &r.ARN, &r.ID, &r.Created, now); err != nil {
+		return err
 	}
 	r.Tags = cloneTags(r.Tags)
 	return nil
@@ -283,26 +268,36 @@ func (s *Sim) fillRole(r *Role, now time.Time) error {
 
 // fillProfile completes an instance profile's generated fields.
 func (s *Sim) fillProfile(ip *InstanceProfile, now time.Time) error {
-	if !iamNameRE.MatchString(ip.Name) {
-		return fmt.Errorf("instance profile name %q is not 1-128 characters of letters, digits and +=,.@_-", ip.Name)
-	}
-	if ip.Path == "" {
-		ip.Path = "/"
-	}
-	if !iamPathRE.MatchString(ip.Path) {
-		return fmt.Errorf("instance profile %s: path %q must start and end with /", ip.Name, ip.Path)
-	}
-	if ip.ARN == "" {
-		ip.ARN = fmt.Sprintf("arn:aws:iam::%s:instance-profile%s%s", s.w.account, ip.Path, ip.Name)
-	}
-	if ip.ID == "" {
-		ip.ID = "AIPA" + strings.ToUpper(s.w.hexID("x", 17)[2:])
-	}
-	if ip.Created.IsZero() {
-		ip.Created = now
+	if err := s.fillIAM("instance-profile", "AIPA", ip.Name, &ip.Path, &ip.ARN, &ip.ID, &ip.Created, now); err != nil {
+		return err
 	}
 	ip.Roles = slices.Clone(ip.Roles)
 	ip.Tags = cloneTags(ip.Tags)
+	return nil
+}
+
+// fillIAM checks an IAM entity's name and path and fills in its ARN
+// (arn:aws:iam::<account>:<kind><path><name>), ID (IAM's prefix for the kind
+// and 17 characters) and creation time.
+func (s *Sim) fillIAM(kind, idPrefix, name string, path, arn, id *string, created *time.Time, now time.Time) error {
+	if !iamNameRE.MatchString(name) {
+		return fmt.Errorf("%s name %q is not 1-128 characters of letters, digits and +=,.@_-", kind, name)
+	}
+	if *path == "" {
+		*path = "/"
+	}
+	if !iamPathRE.MatchString(*path) {
+		return fmt.Errorf("%s %s: path %q must start and end with /", kind, name, *path)
+	}
+	if *arn == "" {
+		*arn = fmt.Sprintf("arn:aws:iam::%s:%s%s%s", s.w.account, kind, *path, name)
+	}
+	if *id == "" {
+		*id = idPrefix + strings.ToUpper(s.w.hexID("x", 17)[2:])
+	}
+	if created.IsZero() {
+		*created = now
+	}
 	return nil
 }
 
