@@ -52,6 +52,20 @@ var WellKnownAWSLabels = map[string]bool{
 	"karpenter.k8s.aws/instance-capability-flex":               true,
 }
 
+// awsNodeLabels are the other karpenter.k8s.aws labels Karpenter v1.15's NodePool
+// CRD admits in requirements and template labels: they describe the node's class,
+// tenancy, capacity reservation or placement group rather than its instance type
+// (v1.15's LabelDomain exceptions; see deploy/crds/karpenter.sh_nodepools.yaml).
+var awsNodeLabels = map[string]bool{
+	NodeClassLabelKey:                 true,
+	LabelInstanceTenancy:              true,
+	LabelCapacityReservationID:        true,
+	LabelCapacityReservationType:      true,
+	LabelCapacityReservationInterrupt: true,
+	LabelPlacementGroupID:             true,
+	LabelPlacementGroupPartition:      true,
+}
+
 // DeprecatedLabels maps deprecated label keys to the keys that replaced them.
 var DeprecatedLabels = map[string]string{
 	"beta.kubernetes.io/arch":                  "kubernetes.io/arch",
@@ -90,7 +104,7 @@ func restrictedLabel(k string, allowNodePool bool) string {
 	case CapacityTypeLabelKey:
 		return ""
 	}
-	if allowedKubernetesIOLabels[k] || WellKnownAWSLabels[k] {
+	if allowedKubernetesIOLabels[k] || WellKnownAWSLabels[k] || awsNodeLabels[k] {
 		return ""
 	}
 	d := labelDomain(k)
@@ -115,7 +129,8 @@ func restrictedLabel(k string, allowNodePool bool) string {
 	case strings.HasSuffix(d, "karpenter.k8s.aws"):
 		return fmt.Sprintf("label %s is not a karpenter.k8s.aws instance label; use one of instance-category, instance-family, "+
 			"instance-generation, instance-size, instance-cpu, instance-memory, instance-gpu-name, instance-gpu-manufacturer, "+
-			"instance-gpu-count, instance-gpu-memory (prefixed karpenter.k8s.aws/)", k)
+			"instance-gpu-count, instance-gpu-memory, or ec2nodeclass, instance-tenancy, capacity-reservation-id, capacity-reservation-type, "+
+			"capacity-reservation-interruptible, placement-group-id, placement-group-partition (prefixed karpenter.k8s.aws/)", k)
 	}
 	return ""
 }

@@ -55,6 +55,13 @@ const (
 	// Labels of a node launched into a capacity reservation (Karpenter v1.3+).
 	LabelCapacityReservationID   = "karpenter.k8s.aws/capacity-reservation-id"
 	LabelCapacityReservationType = "karpenter.k8s.aws/capacity-reservation-type"
+	// LabelCapacityReservationInterrupt is "true" on a node in an interruptible reservation.
+	LabelCapacityReservationInterrupt = "karpenter.k8s.aws/capacity-reservation-interruptible"
+	// LabelInstanceTenancy is the instance's tenancy (default or dedicated).
+	LabelInstanceTenancy = "karpenter.k8s.aws/instance-tenancy"
+	// Placement group labels of a node launched into one.
+	LabelPlacementGroupID        = "karpenter.k8s.aws/placement-group-id"
+	LabelPlacementGroupPartition = "karpenter.k8s.aws/placement-group-partition"
 
 	// ResourceNVIDIAGPU and friends are the extended resources device plugins advertise.
 	ResourceNVIDIAGPU   corev1.ResourceName = "nvidia.com/gpu"
