@@ -41,8 +41,9 @@ type classPool struct {
 func (s *solver) classFor(pod *corev1.Pod, pref *corev1.NodeSelectorTerm, strict bool) *podClass {
 	var terms []corev1.NodeSelectorTerm
 	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		terms = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		terms = normalizedTerms(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms)
 	}
+	nodeSel := normalizedSelector(pod.Spec.NodeSelector)
 	if pref != nil {
 		if len(terms) == 0 {
 			terms = []corev1.NodeSelectorTerm{*pref}
@@ -57,7 +58,7 @@ func (s *solver) classFor(pod *corev1.Pod, pref *corev1.NodeSelectorTerm, strict
 			terms = merged
 		}
 	}
-	key := classKey(pod.Spec.NodeSelector, terms, pod.Spec.Tolerations, strict)
+	key := classKey(nodeSel, terms, pod.Spec.Tolerations, strict)
 	if c, ok := s.classes[key]; ok {
 		return c
 	}
@@ -65,9 +66,9 @@ func (s *solver) classFor(pod *corev1.Pod, pref *corev1.NodeSelectorTerm, strict
 	if len(terms) > 0 {
 		aff = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
 	}
-	c := &podClass{id: len(s.classList), key: key, aff: nodeaffinity.NewRequiredNodeAffinity(pod.Spec.NodeSelector, aff),
-		nodeSel: pod.Spec.NodeSelector, terms: terms, tolerations: pod.Spec.Tolerations, strict: strict,
-		generic: len(pod.Spec.NodeSelector) == 0 && len(terms) == 0}
+	c := &podClass{id: len(s.classList), key: key, aff: nodeaffinity.NewRequiredNodeAffinity(nodeSel, aff),
+		nodeSel: nodeSel, terms: terms, tolerations: pod.Spec.Tolerations, strict: strict,
+		generic: len(nodeSel) == 0 && len(terms) == 0}
 	c.perPool = make([]*classPool, len(s.pools))
 	for _, p := range s.pools {
 		c.perPool[p.idx] = s.classPoolFor(c, p)
@@ -90,7 +91,7 @@ func preferredTerms(pod *corev1.Pod) []corev1.NodeSelectorTerm {
 	for i := range ps {
 		out[i] = ps[i].Preference
 	}
-	return out
+	return normalizedTerms(out)
 }
 
 // hasPreferences reports whether a pod carries anything the engine treats as a

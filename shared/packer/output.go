@@ -222,7 +222,7 @@ func (s *solver) allocatableText(p *poolInfo, z, i int) map[string]string {
 // requirementsFor narrows the pool's requirements to this node's choice, for the NodeClaim.
 func (s *solver) requirementsFor(n *node, nn NewNode) []karpenter.NodeSelectorRequirementWithMinValues {
 	var out []karpenter.NodeSelectorRequirementWithMinValues
-	for _, r := range n.pool.np.Spec.Template.Spec.Requirements {
+	for _, r := range n.pool.reqs {
 		switch r.Key {
 		case corev1.LabelInstanceTypeStable, corev1.LabelTopologyZone, karpenter.CapacityTypeLabelKey:
 			continue

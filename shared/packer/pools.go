@@ -47,6 +47,8 @@ type poolInfo struct {
 	weight int32
 	taints []corev1.Taint
 	labels map[string]string
+	// reqs are its requirements, deprecated keys renamed (see normalize.go).
+	reqs []karpenter.NodeSelectorRequirementWithMinValues
 	// custom are requirements on keys instance types do not label (team=a): they
 	// are satisfied by labelling the node, not by choosing a type.
 	custom  []karpenter.NodeSelectorRequirementWithMinValues
@@ -111,7 +113,8 @@ func (s *solver) buildPools() {
 			p.nc = classes[ref.Name]
 			p.labels[karpenter.NodeClassLabelKey] = ref.Name
 		}
-		for _, r := range np.Spec.Template.Spec.Requirements {
+		p.reqs = normalizedRequirements(np.Spec.Template.Spec.Requirements)
+		for _, r := range p.reqs {
 			if r.MinValues != nil {
 				p.minVals = append(p.minVals, r)
 			}
@@ -165,7 +168,7 @@ type dsInfo struct {
 
 func (s *solver) buildDaemonSets() {
 	for _, ds := range s.snap.DaemonSets {
-		pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+		pod := &corev1.Pod{Spec: *normalizedNodeSelection(&ds.Spec.Template.Spec)}
 		d := &dsInfo{ds: ds, aff: nodeaffinity.GetRequiredNodeAffinity(pod), tol: ds.Spec.Template.Spec.Tolerations,
 			req: s.dims.vec(facts.PodRequests(pod)), owner: ds.Namespace + "/" + ds.Name, ports: hostPorts(&ds.Spec.Template.Spec)}
 		d.req[dimPods]++
@@ -218,7 +221,7 @@ func (s *solver) buildCandidates(p *poolInfo) {
 	p.labelKey = poolLabelKey(p.labels)
 	p.cands = make([][]cand, len(s.zones))
 	p.maxAvail = make([]vec, len(s.zones))
-	reqs := p.np.Spec.Template.Spec.Requirements
+	reqs := p.reqs
 	types := s.snap.Catalog.InstanceTypes
 	prep := s.prep
 	// Requirements on the type's own labels are checked once per type (pool

@@ -218,6 +218,7 @@ func newTopology(zones []string) *topology {
 
 // levelFor returns (creating) the level of a topology key.
 func (t *topology) levelFor(key string) *level {
+	key = normalizedKey(key)
 	switch key {
 	case t.host.key:
 		return t.host
@@ -251,7 +252,7 @@ type term struct {
 // spreadTerm is a topology spread constraint as a term: its selector narrowed by
 // the pod's own values of matchLabelKeys, as the scheduler does.
 func spreadTerm(pod *corev1.Pod, ns string, c *corev1.TopologySpreadConstraint) term {
-	t := term{kind: kindSpread, key: c.TopologyKey, sel: withLabelKeys(c.LabelSelector, pod, c.MatchLabelKeys, nil), podNS: ns,
+	t := term{kind: kindSpread, key: normalizedKey(c.TopologyKey), sel: withLabelKeys(c.LabelSelector, pod, c.MatchLabelKeys, nil), podNS: ns,
 		maxSkew: c.MaxSkew, honorAffinity: c.NodeAffinityPolicy == nil || *c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor,
 		honorTaints: c.NodeTaintsPolicy != nil && *c.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor}
 	if c.MinDomains != nil {
@@ -263,7 +264,7 @@ func spreadTerm(pod *corev1.Pod, ns string, c *corev1.TopologySpreadConstraint) 
 // affinityTerm is a pod (anti-)affinity term: its selector narrowed by
 // matchLabelKeys (In the pod's value) and mismatchLabelKeys (NotIn it).
 func affinityTerm(kind groupKind, pod *corev1.Pod, ns string, a *corev1.PodAffinityTerm) term {
-	return term{kind: kind, key: a.TopologyKey, sel: withLabelKeys(a.LabelSelector, pod, a.MatchLabelKeys, a.MismatchLabelKeys),
+	return term{kind: kind, key: normalizedKey(a.TopologyKey), sel: withLabelKeys(a.LabelSelector, pod, a.MatchLabelKeys, a.MismatchLabelKeys),
 		ns: a.Namespaces, nsSel: a.NamespaceSelector, podNS: ns}
 }
 

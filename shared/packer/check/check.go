@@ -239,6 +239,7 @@ func (c *checker) addNode(v *nodeView) int {
 	if v.hostname == "" {
 		v.hostname = v.name
 	}
+	v.labels = asNodeLabels(v.labels)
 	v.node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: v.name, Labels: v.labels}}
 	c.nodes = append(c.nodes, v)
 	idx := len(c.nodes) - 1
@@ -475,6 +476,7 @@ func modelledElsewhere(key string) bool {
 
 // poolAllows checks the pool's requirements against a node's labels.
 func poolAllows(np *karpenter.NodePool, lbl map[string]string) string {
+	lbl = asNodeLabels(lbl)
 	for _, r := range np.Spec.Template.Spec.Requirements {
 		if _, has := lbl[r.Key]; !has && modelledElsewhere(r.Key) &&
 			r.Operator != corev1.NodeSelectorOpDoesNotExist && r.Operator != corev1.NodeSelectorOpNotIn {
@@ -745,6 +747,7 @@ func (c *checker) optionFacts(np *karpenter.NodePool, it *catalog.InstanceType, 
 		lbl = merged
 	}
 	// The name is left empty: a new node's name is not known to selectors.
+	lbl = asNodeLabels(lbl)
 	f := &optionFact{labels: lbl, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: lbl}}, poolWhy: poolAllows(np, lbl)}
 	probe := &nodeView{labels: lbl, taints: np.Spec.Template.Spec.Taints, node: f.node}
 	c.matchDaemonSets(probe)

@@ -44,6 +44,7 @@ func (c *checker) hypotheticals() []hypoNode {
 				for k, v := range c.expectedLabels(np, it, off) {
 					lbl[k] = v
 				}
+				lbl = asNodeLabels(lbl)
 				// Karpenter labels a node with a custom key's value when the pool
 				// pins one value.
 				for _, r := range np.Spec.Template.Spec.Requirements {

@@ -71,3 +71,38 @@ func requirementsHold(reqs []karpenter.NodeSelectorRequirementWithMinValues, lab
 	}
 	return ""
 }
+
+// legacyLabels are the deprecated spellings a real node also carries: the kubelet
+// sets beta.kubernetes.io/arch and /os beside the stable keys, and the cloud node
+// controller keeps the failure-domain and instance-type beta labels in step with
+// theirs. A selector written either way must therefore select the same nodes.
+var legacyLabels = map[string]string{
+	corev1.LabelArchStable:         "beta.kubernetes.io/arch",
+	corev1.LabelOSStable:           "beta.kubernetes.io/os",
+	corev1.LabelInstanceTypeStable: corev1.LabelInstanceType,
+	corev1.LabelTopologyZone:       corev1.LabelFailureDomainBetaZone,
+	corev1.LabelTopologyRegion:     corev1.LabelFailureDomainBetaRegion,
+}
+
+// asNodeLabels returns labels as the node will carry them: with the deprecated
+// spelling of every stable key it has (labels itself when nothing is added).
+func asNodeLabels(labels map[string]string) map[string]string {
+	var out map[string]string
+	for stable, legacy := range legacyLabels {
+		v, has := labels[stable]
+		if _, set := labels[legacy]; !has || set {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(labels)+len(legacyLabels))
+			for k, x := range labels {
+				out[k] = x
+			}
+		}
+		out[legacy] = v
+	}
+	if out == nil {
+		return labels
+	}
+	return out
+}
