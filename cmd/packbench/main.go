@@ -385,7 +385,8 @@ func targets(results []*result) []target {
 		out = append(out, target{verdict(v >= 10000), fmt.Sprintf("preferences case ≥ 10,000 pods/s: %.0f pods/s (%s)", v, how)})
 	}
 	for _, r := range results {
-		if r.c.Pods < 1000 {
+		goal := costGoal(r.c.Name)
+		if goal == 0 {
 			continue
 		}
 		if r.c.CostInfoOnly {
@@ -393,17 +394,34 @@ func targets(results []*result) []target {
 				r.c.Name, r.cost/r.bound, r.cost, r.bound)})
 			continue
 		}
-		ok := r.bound > 0 && r.cost <= 1.05*r.bound
+		ok := r.bound > 0 && r.cost <= goal*r.bound
 		ratio := "no bound"
 		if r.bound > 0 {
 			ratio = fmt.Sprintf("%.3f", r.cost/r.bound)
 		}
-		out = append(out, target{verdict(ok), fmt.Sprintf("cost ≤ 1.05 × bound, %s: %s ($%.2f vs $%.2f/h)", r.c.Name, ratio, r.cost, r.bound)})
+		out = append(out, target{verdict(ok), fmt.Sprintf("cost ≤ %.2f × bound, %s: %s ($%.2f vs $%.2f/h)", goal, r.c.Name, ratio, r.cost, r.bound)})
 	}
 	for _, r := range results {
 		out = append(out, target{verdict(len(r.checkErrs) == 0 && r.procErr == ""), fmt.Sprintf("valid plan, %s: %d checker errors%s", r.c.Name, len(r.checkErrs), procSuffix(r))})
 	}
 	return out
+}
+
+// costGoal is the cost / bound a case must reach (issue 20): 1.03 on the
+// real-catalog cases, 1.10 on Karpenter's benchmark mix from 1,000 pods (its
+// hostname anti-affinity pods each need a node of their own, which the bound's
+// relaxation sees only as a count), 1.05 on the other cases of 1,000 pods or
+// more; 0 for none.
+func costGoal(name string) float64 {
+	switch {
+	case strings.HasPrefix(name, "real-"):
+		return 1.03
+	case strings.HasPrefix(name, "karpenter-") && name != "karpenter-100":
+		return 1.10
+	case strings.HasPrefix(name, "preferences-"):
+		return 1.05
+	}
+	return 0
 }
 
 func procSuffix(r *result) string {

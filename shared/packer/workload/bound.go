@@ -53,7 +53,11 @@ import (
 // new node at the cheapest price its pool allows — is at most the plan's cost. The
 // LP optimum is at most the cost of every feasible x, hence of every valid plan.
 // Pods no variable can take are left out (a plan must leave them unschedulable).
-// Relaxed away: integrality, zones and topology spread, pod affinity, the packing of
+// Zones: a variable is a (pool, type, zone), priced at that zone's cheapest
+// offering, and zone topology spread adds per-zone rows (see zoneRows): spot
+// prices differ between zones by up to a fifth, and pods told to spread must buy
+// room in the dear zones too.
+// Relaxed away: integrality, other topology, pod affinity, the packing of
 // individual nodes; so the bound may be loose but never too high.
 //
 // Dominated variables are pruned first: v goes when another u of the same kind
@@ -71,6 +75,10 @@ type variable struct {
 	name     string
 	pool     *karpenter.NodePool // nil for existing/in-flight nodes
 	existing bool
+	// zone is where the variable's nodes run ("" when unknown): a (pool, type)
+	// is one variable per zone it is offered in, priced at that zone's cheapest
+	// offering, so that rows about a zone's pods see that zone's prices.
+	zone     string
 	price    float64
 	alloc    []float64 // per dimension
 	capacity []float64 // per limited dimension of the pool
@@ -236,82 +244,84 @@ func (b *boundBuilder) buildVariables() {
 		for ti := range b.snap.Catalog.InstanceTypes {
 			it := &b.snap.Catalog.InstanceTypes[ti]
 			base := catalog.InstanceLabels(it)
-			v := &variable{name: np.Name + "/" + it.Name, pool: np, price: math.Inf(1), taints: np.Spec.Template.Spec.Taints}
-			var bestAlloc []float64
-			for _, off := range it.Offerings {
-				if !off.Available {
-					continue
-				}
-				lbl := catalog.WithOffering(base, off)
-				for k, val := range np.Spec.Template.ObjectMeta.Labels {
-					lbl[k] = val
-				}
-				lbl[karpenter.NodePoolLabelKey] = np.Name
-				// A key the type does not label gets one of the values the pool's In
-				// requirement allows: each is a way to launch the type.
-				lbls := []map[string]string{lbl}
-				for _, r := range np.Spec.Template.Spec.Requirements {
-					if _, has := lbl[r.Key]; has || r.Operator != corev1.NodeSelectorOpIn {
+			for _, zone := range offeringZones(it) {
+				v := &variable{name: np.Name + "/" + it.Name + "/" + zone, pool: np, zone: zone, price: math.Inf(1), taints: np.Spec.Template.Spec.Taints}
+				var bestAlloc []float64
+				for _, off := range it.Offerings {
+					if !off.Available || off.Zone != zone {
 						continue
 					}
-					var more []map[string]string
+					lbl := catalog.WithOffering(base, off)
+					for k, val := range np.Spec.Template.ObjectMeta.Labels {
+						lbl[k] = val
+					}
+					lbl[karpenter.NodePoolLabelKey] = np.Name
+					// A key the type does not label gets one of the values the pool's In
+					// requirement allows: each is a way to launch the type.
+					lbls := []map[string]string{lbl}
+					for _, r := range np.Spec.Template.Spec.Requirements {
+						if _, has := lbl[r.Key]; has || r.Operator != corev1.NodeSelectorOpIn {
+							continue
+						}
+						var more []map[string]string
+						for _, l := range lbls {
+							for _, val := range r.Values {
+								c := maps.Clone(l)
+								c[r.Key] = val
+								more = append(more, c)
+							}
+						}
+						lbls = more
+					}
+					allowed := false
 					for _, l := range lbls {
-						for _, val := range r.Values {
-							c := maps.Clone(l)
-							c[r.Key] = val
-							more = append(more, c)
+						if poolAllows(np, l) {
+							v.labels = append(v.labels, l)
+							allowed = true
 						}
 					}
-					lbls = more
-				}
-				allowed := false
-				for _, l := range lbls {
-					if poolAllows(np, l) {
-						v.labels = append(v.labels, l)
-						allowed = true
+					if !allowed {
+						continue
+					}
+					v.price = math.Min(v.price, off.PricePerHour)
+					node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bound", Labels: lbl}}
+					used := corev1.ResourceList{}
+					count := 0.0
+					for i, d := range daemons {
+						if lands(d, node, v.taints) {
+							addList(used, dsReq[i])
+							count++
+						}
+					}
+					alloc := catalog.Allocatable(it, overhead)
+					av := b.vector(alloc, float64(alloc.Pods().Value()))
+					uv := b.vector(used, count)
+					for i := range av {
+						av[i] -= at(uv, i)
+					}
+					if bestAlloc == nil {
+						bestAlloc = av
+					} else {
+						for i := range bestAlloc {
+							bestAlloc[i] = math.Max(bestAlloc[i], av[i])
+						}
 					}
 				}
-				if !allowed {
+				if len(v.labels) == 0 {
 					continue
 				}
-				v.price = math.Min(v.price, off.PricePerHour)
-				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bound", Labels: lbl}}
-				used := corev1.ResourceList{}
-				count := 0.0
-				for i, d := range daemons {
-					if lands(d, node, v.taints) {
-						addList(used, dsReq[i])
-						count++
+				v.alloc = bestAlloc
+				capacity := catalog.Capacity(it)
+				for rn := range np.Spec.Limits {
+					if rn == karpenter.ResourceLimitsNodes {
+						v.capacity = append(v.capacity, 1)
+						continue
 					}
+					qv := capacity[rn]
+					v.capacity = append(v.capacity, scale(rn, qv.AsApproximateFloat64()))
 				}
-				alloc := catalog.Allocatable(it, overhead)
-				av := b.vector(alloc, float64(alloc.Pods().Value()))
-				uv := b.vector(used, count)
-				for i := range av {
-					av[i] -= at(uv, i)
-				}
-				if bestAlloc == nil {
-					bestAlloc = av
-				} else {
-					for i := range bestAlloc {
-						bestAlloc[i] = math.Max(bestAlloc[i], av[i])
-					}
-				}
+				b.vars = append(b.vars, v)
 			}
-			if len(v.labels) == 0 {
-				continue
-			}
-			v.alloc = bestAlloc
-			capacity := catalog.Capacity(it)
-			for rn := range np.Spec.Limits {
-				if rn == karpenter.ResourceLimitsNodes {
-					v.capacity = append(v.capacity, 1)
-					continue
-				}
-				qv := capacity[rn]
-				v.capacity = append(v.capacity, scale(rn, qv.AsApproximateFloat64()))
-			}
-			b.vars = append(b.vars, v)
 		}
 	}
 	for _, ns := range b.snap.Nodes {
@@ -336,7 +346,7 @@ func (b *boundBuilder) buildVariables() {
 		for i := range av {
 			av[i] = math.Max(0, av[i]-at(uv, i))
 		}
-		b.vars = append(b.vars, &variable{name: "existing/" + n.Name, existing: true, alloc: av, labels: []map[string]string{n.Labels}, taints: n.Spec.Taints})
+		b.vars = append(b.vars, &variable{name: "existing/" + n.Name, existing: true, zone: n.Labels[corev1.LabelTopologyZone], alloc: av, labels: []map[string]string{n.Labels}, taints: n.Spec.Taints})
 	}
 	for _, nc := range b.snap.InFlight {
 		lbl := map[string]string{}
@@ -357,13 +367,24 @@ func (b *boundBuilder) buildVariables() {
 		if len(alloc) == 0 {
 			continue
 		}
-		b.vars = append(b.vars, &variable{name: "inflight/" + nc.Name, existing: true, alloc: b.vector(alloc, float64(alloc.Pods().Value())), labels: []map[string]string{lbl}, taints: nc.Spec.Taints})
+		b.vars = append(b.vars, &variable{name: "inflight/" + nc.Name, existing: true, zone: lbl[corev1.LabelTopologyZone], alloc: b.vector(alloc, float64(alloc.Pods().Value())), labels: []map[string]string{lbl}, taints: nc.Spec.Taints})
 	}
 	for _, v := range b.vars {
 		for len(v.alloc) < len(b.dims) {
 			v.alloc = append(v.alloc, 0)
 		}
 	}
+}
+
+// offeringZones lists the zones it has an available offering in, in catalog order.
+func offeringZones(it *catalog.InstanceType) []string {
+	var out []string
+	for _, off := range it.Offerings {
+		if off.Available && !contains(out, off.Zone) {
+			out = append(out, off.Zone)
+		}
+	}
+	return out
 }
 
 func addList(dst, src corev1.ResourceList) {
@@ -535,6 +556,8 @@ func (b *boundBuilder) solve() (float64, string) {
 			rows = append(rows, row{coef: coef, rhs: dem})
 		}
 	}
+	zoneRows, spreadGroups := b.zoneRows(podClassOf, reqs)
+	rows = append(rows, zoneRows...)
 	// Cliques: pods that pairwise cannot share a node.
 	cliques := b.cliques(podClassOf, nv)
 	maxClique := 0
@@ -615,8 +638,8 @@ func (b *boundBuilder) solve() (float64, string) {
 	for _, c := range allClasses {
 		total += float64(c.pods)
 	}
-	summary := fmt.Sprintf("LP over %d of %d (pool,type)/node variables, %d rows; %d pods in %d classes, %d left out (fit nothing); largest clique %d",
-		len(idx), nv, len(A), int(total), len(allClasses), excluded, maxClique)
+	summary := fmt.Sprintf("LP over %d of %d (pool,type,zone)/node variables, %d rows; %d pods in %d classes, %d left out (fit nothing); largest clique %d; %d zone-spread groups with a per-zone minimum",
+		len(idx), nv, len(A), int(total), len(allClasses), excluded, maxClique, spreadGroups)
 	cost := make([]float64, len(idx))
 	for j, vi := range idx {
 		cost[j] = b.vars[vi].price
@@ -730,6 +753,200 @@ func placementSig(p *corev1.Pod) string {
 	}
 	fmt.Fprintf(&b, "|%v", p.Spec.Tolerations)
 	return b.String()
+}
+
+// spreadGroup is the pending pods of one zone spread constraint.
+type spreadGroup struct {
+	ns      string
+	sel     labels.Selector
+	maxSkew int32
+	pods    []int
+	sig     string
+	bad     bool
+}
+
+// zoneRows returns, for every zone topology spread group it can account for
+// exactly, rows that make each zone's variables hold the group's per-zone minimum.
+//
+// Why they hold for every valid plan: let a group's n pods carry the same
+// DoNotSchedule constraint (zone key, maxSkew s, no minDomains, default node
+// inclusion policies), let no other pod, pending or running, match its selector,
+// and let E be the zones counted as domains. Each domain's last carrier was bound
+// when its count minus the minimum over E was at most s, and the minimum only
+// grows, so in the final state every count is at most min + s; the n pods lie in
+// E, so n ≤ min + (|E|−1)(min+s), that is every zone of E holds at least
+// m = ⌈(n − s(|E|−1)) / |E|⌉ of them. |E| is at most D, the number of zones the
+// catalog and the nodes know, and m falls as |E| grows, so m computed with D is
+// a valid minimum. A zone where every pod of the group has a compatible variable
+// can launch a node the pods count as eligible, so it is in E. Those m pods sit
+// on that zone's nodes among their compatible variables: the zone's allocatable
+// there is at least m times the group's smallest request in each dimension. Groups
+// that share no pod add up in a row per zone over the union of their variables.
+func (b *boundBuilder) zoneRows(classOf []*podClass, reqs []corev1.ResourceList) ([]row, int) {
+	zones := map[string]bool{}
+	for _, it := range b.snap.Catalog.InstanceTypes {
+		for _, off := range it.Offerings {
+			zones[off.Zone] = true
+		}
+	}
+	for _, ns := range b.snap.Nodes {
+		if z := ns.Node.Labels[corev1.LabelTopologyZone]; z != "" {
+			zones[z] = true
+		}
+	}
+	D := len(zones)
+	if D < 2 {
+		return nil, 0
+	}
+	groups := map[string]*spreadGroup{}
+	var order []string
+	for i, p := range b.snap.Pods {
+		for _, c := range p.Spec.TopologySpreadConstraints {
+			if c.WhenUnsatisfiable != corev1.DoNotSchedule || c.TopologyKey != corev1.LabelTopologyZone {
+				continue
+			}
+			sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
+			if err != nil {
+				continue
+			}
+			k := fmt.Sprintf("%s|%s|%d", p.Namespace, sel.String(), c.MaxSkew)
+			g := groups[k]
+			if g == nil {
+				g = &spreadGroup{ns: p.Namespace, sel: sel, maxSkew: c.MaxSkew, sig: placementSig(p)}
+				groups[k] = g
+				order = append(order, k)
+			}
+			g.pods = append(g.pods, i)
+			g.bad = g.bad || c.MinDomains != nil || len(c.MatchLabelKeys) > 0 || classOf[i] == nil || !sel.Matches(labels.Set(p.Labels)) ||
+				c.NodeAffinityPolicy != nil && *c.NodeAffinityPolicy != corev1.NodeInclusionPolicyHonor ||
+				c.NodeTaintsPolicy != nil && *c.NodeTaintsPolicy != corev1.NodeInclusionPolicyIgnore ||
+				placementSig(p) != g.sig
+		}
+	}
+	// Every pod a selector matches must be one of its carriers, counted once.
+	for _, k := range order {
+		g := groups[k]
+		if g.bad {
+			continue
+		}
+		carriers := map[int]bool{}
+		for _, i := range g.pods {
+			if carriers[i] {
+				g.bad = true // a constraint written twice
+			}
+			carriers[i] = true
+		}
+		for i, p := range b.snap.Pods {
+			if !carriers[i] && p.Namespace == g.ns && g.sel.Matches(labels.Set(p.Labels)) {
+				g.bad = true
+				break
+			}
+		}
+		for _, ns := range b.snap.Nodes {
+			for _, p := range ns.Pods {
+				if p.Namespace == g.ns && g.sel.Matches(labels.Set(p.Labels)) {
+					g.bad = true
+				}
+			}
+		}
+	}
+	var rows []row
+	used := map[int]bool{}
+	type zoneSum struct {
+		members []bool
+		need    []float64
+	}
+	sums := map[string]*zoneSum{}
+	var zoneOrder []string
+	nv := len(b.vars)
+	counted := 0
+	for _, k := range order {
+		g := groups[k]
+		n := len(g.pods)
+		m := (n - int(g.maxSkew)*(D-1) + D - 1) / D // ⌈(n − s(D−1)) / D⌉ for a positive numerator
+		if g.bad || n-int(g.maxSkew)*(D-1) <= 0 || m <= 0 {
+			continue
+		}
+		counted++
+		minReq := make([]float64, len(b.dims))
+		for d := range minReq {
+			minReq[d] = math.Inf(1)
+		}
+		shared := false
+		for _, i := range g.pods {
+			need := b.vector(reqs[i], 1)
+			for d := range minReq {
+				minReq[d] = math.Min(minReq[d], at(need, d))
+			}
+			shared = shared || used[i]
+		}
+		if !shared {
+			for _, i := range g.pods {
+				used[i] = true
+			}
+		}
+		for z := range zones {
+			members := make([]bool, nv)
+			inZone := true
+			for _, i := range g.pods {
+				any := false
+				for vi, ok := range classOf[i].members {
+					if ok && b.vars[vi].zone == z {
+						members[vi] = true
+						any = true
+					}
+				}
+				inZone = inZone && any
+			}
+			if !inZone {
+				continue
+			}
+			for d, r := range minReq {
+				if r <= 1e-12 {
+					continue
+				}
+				coef := make([]float64, nv)
+				for vi, ok := range members {
+					if ok {
+						coef[vi] = b.vars[vi].alloc[d]
+					}
+				}
+				rows = append(rows, row{coef: coef, rhs: float64(m) * r})
+			}
+			if shared {
+				continue
+			}
+			zs := sums[z]
+			if zs == nil {
+				zs = &zoneSum{members: make([]bool, nv), need: make([]float64, len(b.dims))}
+				sums[z] = zs
+				zoneOrder = append(zoneOrder, z)
+			}
+			for vi, ok := range members {
+				zs.members[vi] = zs.members[vi] || ok
+			}
+			for d, r := range minReq {
+				zs.need[d] += float64(m) * r
+			}
+		}
+	}
+	sort.Strings(zoneOrder)
+	for _, z := range zoneOrder {
+		zs := sums[z]
+		for d, need := range zs.need {
+			if need <= 1e-12 {
+				continue
+			}
+			coef := make([]float64, nv)
+			for vi, ok := range zs.members {
+				if ok {
+					coef[vi] = b.vars[vi].alloc[d]
+				}
+			}
+			rows = append(rows, row{coef: coef, rhs: need})
+		}
+	}
+	return rows, counted
 }
 
 type clique struct {

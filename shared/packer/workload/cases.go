@@ -55,6 +55,7 @@ func Cases() ([]Case, error) {
 	if real != nil {
 		out = append(out, Case{Name: "real-mixed-5000", Pods: 5000, Catalog: real, CatalogPath: realPath, CostInfoOnly: true,
 			Snapshot: func() *packer.Snapshot { return MixedSnapshot(5000, real) }})
+		out = append(out, realCases(real, realPath)...)
 	}
 	return out, nil
 }
