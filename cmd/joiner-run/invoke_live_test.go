@@ -15,6 +15,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +50,12 @@ func TestInvokeLiveDryRun(t *testing.T) {
 	awsCfg := mototest.AWSConfig(ep)
 	ec := ec2.NewFromConfig(awsCfg)
 	image := seedMotoCluster(t, ctx, ec, eks.NewFromConfig(awsCfg))
+	// The node role exists, as the user (or the stack) created it: Joiner makes
+	// the instance profile holding it.
+	if _, err := iam.NewFromConfig(awsCfg).CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("KarpenterNodeRole-" + liveCluster),
+		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)}); err != nil {
+		t.Fatal(err)
+	}
 
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
