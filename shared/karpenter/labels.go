@@ -12,20 +12,6 @@ const (
 	hostnameLabelKey        = "kubernetes.io/hostname"
 )
 
-// allowedKubernetesIOLabels are the kubernetes.io labels a NodePool may name.
-var allowedKubernetesIOLabels = map[string]bool{
-	"beta.kubernetes.io/instance-type":         true,
-	"failure-domain.beta.kubernetes.io/region": true,
-	"beta.kubernetes.io/os":                    true,
-	"beta.kubernetes.io/arch":                  true,
-	"failure-domain.beta.kubernetes.io/zone":   true,
-	"topology.kubernetes.io/zone":              true,
-	"topology.kubernetes.io/region":            true,
-	"kubernetes.io/arch":                       true,
-	"kubernetes.io/os":                         true,
-	"node.kubernetes.io/windows-build":         true,
-}
-
 // WellKnownAWSLabels are the karpenter.k8s.aws labels that describe an instance type;
 // only these may appear in requirements or template labels.
 var WellKnownAWSLabels = map[string]bool{
@@ -104,25 +90,16 @@ func restrictedLabel(k string, allowNodePool bool) string {
 	case CapacityTypeLabelKey:
 		return ""
 	}
-	if allowedKubernetesIOLabels[k] || WellKnownAWSLabels[k] || awsNodeLabels[k] {
+	if WellKnownAWSLabels[k] || awsNodeLabels[k] {
 		return ""
 	}
+	// Since Karpenter v1.10 the kubernetes.io and k8s.io domains are open to
+	// NodePools (node-role.kubernetes.io/worker, example.k8s.io/x): only
+	// karpenter.sh, karpenter.k8s.aws and kubernetes.io/hostname stay restricted.
+	// The kubelet may not set such labels itself, so registration writes them
+	// (bootstrap.KubeletLabels leaves them out of --node-labels).
 	d := labelDomain(k)
 	switch {
-	case strings.HasSuffix(d, "node.kubernetes.io") || strings.HasSuffix(d, "node-restriction.kubernetes.io"):
-		return ""
-	case strings.HasSuffix(d, "node-role.kubernetes.io"):
-		return fmt.Sprintf("label %s is restricted (the kubelet may not set node-role.kubernetes.io labels); "+
-			"use a label in your own domain, such as example.com/role", k)
-	case strings.HasSuffix(d, "kubernetes.io"):
-		return fmt.Sprintf("label domain \"kubernetes.io\" is restricted; use a well-known label "+
-			"(kubernetes.io/arch, kubernetes.io/os, topology.kubernetes.io/zone, node.kubernetes.io/instance-type) "+
-			"or a label in your own domain, such as example.com/%s", strings.TrimPrefix(k, d+"/"))
-	case strings.HasSuffix(d, "kops.k8s.io"):
-		return ""
-	case strings.HasSuffix(d, "k8s.io"):
-		return fmt.Sprintf("label domain \"k8s.io\" is restricted; use a label in your own domain, such as example.com/%s",
-			strings.TrimPrefix(k, d+"/"))
 	case strings.HasSuffix(d, "karpenter.sh"):
 		return fmt.Sprintf("label domain \"karpenter.sh\" is restricted (only karpenter.sh/capacity-type may be named); "+
 			"use a label in your own domain, such as example.com/%s", strings.TrimPrefix(k, d+"/"))

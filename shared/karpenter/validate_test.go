@@ -216,18 +216,32 @@ func TestNodePoolValidation(t *testing.T) {
 		{"hostname", func(np *NodePool) {
 			np.Spec.Template.Spec.Requirements[2] = req("kubernetes.io/hostname", corev1.NodeSelectorOpExists)
 		}, []want{{reqs + "[2].key", "kubernetes.io/hostname is restricted", false}}},
-		{"kubernetes.io domain", func(np *NodePool) {
+		// Karpenter v1.10+ admits the kubernetes.io and k8s.io domains (nodepool_validation_cel_test.go:
+		// "should allow kubernetes domains", "should allow kubernetes subdomains exceptions").
+		{"kubernetes.io domain is allowed", func(np *NodePool) {
 			np.Spec.Template.Spec.Requirements[2] = req("kubernetes.io/team", corev1.NodeSelectorOpExists)
-		}, []want{{reqs + "[2].key", `label domain "kubernetes.io" is restricted`, false}}},
-		{"node-role label", func(np *NodePool) {
+		}, nil},
+		{"kubernetes.io subdomain is allowed", func(np *NodePool) {
+			np.Spec.Template.Spec.Requirements[2] = req("subdomain.kubernetes.io/team", corev1.NodeSelectorOpIn, "a")
+		}, nil},
+		{"node-role label is allowed", func(np *NodePool) {
 			np.Spec.Template.Spec.Requirements[2] = req("node-role.kubernetes.io/worker", corev1.NodeSelectorOpExists)
-		}, []want{{reqs + "[2].key", "example.com/role", false}}},
+		}, nil},
 		{"node.kubernetes.io is allowed", func(np *NodePool) {
 			np.Spec.Template.Spec.Requirements[2] = req("node.kubernetes.io/instance-type", corev1.NodeSelectorOpIn, "m5.large")
 		}, nil},
-		{"k8s.io domain", func(np *NodePool) {
+		{"k8s.io domain is allowed", func(np *NodePool) {
+			np.Spec.Template.Spec.Requirements[2] = req("k8s.io/x", corev1.NodeSelectorOpExists)
+		}, nil},
+		{"k8s.io subdomain is allowed", func(np *NodePool) {
 			np.Spec.Template.Spec.Requirements[2] = req("cluster.k8s.io/x", corev1.NodeSelectorOpExists)
-		}, []want{{reqs + "[2].key", `label domain "k8s.io" is restricted`, false}}},
+		}, nil},
+		{"karpenter.sh subdomain", func(np *NodePool) {
+			np.Spec.Template.Spec.Requirements[2] = req("sub.karpenter.sh/x", corev1.NodeSelectorOpExists)
+		}, []want{{reqs + "[2].key", `label domain "karpenter.sh" is restricted`, false}}},
+		{"template label in the kubernetes.io domain is allowed", func(np *NodePool) {
+			np.Spec.Template.ObjectMeta.Labels["node-role.kubernetes.io/worker"] = ""
+		}, nil},
 		{"unknown karpenter.sh label", func(np *NodePool) {
 			np.Spec.Template.Spec.Requirements[2] = req("karpenter.sh/initialized", corev1.NodeSelectorOpExists)
 		}, []want{{reqs + "[2].key", `label domain "karpenter.sh" is restricted`, false}}},

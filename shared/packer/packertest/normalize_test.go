@@ -101,3 +101,21 @@ func TestDeprecatedLabelKeys(t *testing.T) {
 		}
 	})
 }
+
+// Karpenter v1.10+ lets a NodePool require labels in the kubernetes.io and k8s.io
+// domains, and labels its nodes with the value (scheduling suite_test.go: "should
+// schedule pods that have node selectors with label in the kubernetes domains",
+// "... in subdomain from kubernetes domains").
+func TestKubernetesDomainPoolLabels(t *testing.T) {
+	for _, key := range []string{"kubernetes.io/test", "k8s.io/test", "subdomain.kubernetes.io/test", "subdomain.k8s.io/test", "node-role.kubernetes.io/worker"} {
+		t.Run(key, func(t *testing.T) {
+			pool := poolOf("default", 0, bothCapacityTypes(), workload.Req(key, corev1.NodeSelectorOpIn, "test-value"))
+			s := solve(t, snapshot(t, []*corev1.Pod{pod("plain", "1", "1Gi"), pod("selecting", "1", "1Gi", withSelector(key, "test-value"))}, pool))
+			for _, p := range []string{"plain", "selecting"} {
+				if n := s.node(p); n.Labels[key] != "test-value" {
+					t.Errorf("pod %s: node label %s=%q, want test-value:%s", p, key, n.Labels[key], s.dump())
+				}
+			}
+		})
+	}
+}
