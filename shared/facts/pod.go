@@ -133,11 +133,23 @@ func IsReschedulable(p *corev1.Pod) bool {
 
 // IsPending reports whether the scheduler gave up on the pod for lack of capacity
 // and Joiner should provision for it, as Karpenter's IsProvisionable: not bound,
-// not finished or terminating, not waiting on a preemption (nominatedNodeName), not
-// a DaemonSet's or a mirror pod, and PodScheduled=False with reason Unschedulable.
-// A pod the scheduler has not judged yet, or gated, is not pending.
+// not finished or terminating, not nominated to a node (waiting on a preemption or
+// placed there by Joiner's plan), not a DaemonSet's or a mirror pod, and
+// PodScheduled=False with reason Unschedulable. A pod the scheduler has not judged
+// yet, or gated, is not pending.
 func IsPending(p *corev1.Pod) bool {
-	if p.Spec.NodeName != "" || !IsActive(p) || p.Status.NominatedNodeName != "" || IsDaemonSetPod(p) || IsMirrorPod(p) {
+	return p.Status.NominatedNodeName == "" && Unschedulable(p)
+}
+
+// IsNominated reports whether p waits, unbound and alive, on its nominated node.
+func IsNominated(p *corev1.Pod) bool {
+	return p.Status.NominatedNodeName != "" && p.Spec.NodeName == "" && IsActive(p)
+}
+
+// Unschedulable is IsPending but for the nomination: a pod nominated to a node that
+// is gone is one nothing holds room for any more.
+func Unschedulable(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" || !IsActive(p) || IsDaemonSetPod(p) || IsMirrorPod(p) {
 		return false
 	}
 	for _, c := range p.Status.Conditions {

@@ -28,20 +28,22 @@ const (
 // Summary is one invocation's decision summary: the handler's response and its
 // last log line.
 type Summary struct {
-	Function        string               `json:"function"`
-	Event           string               `json:"event"`
-	EventID         string               `json:"eventId,omitempty"`
-	Action          string               `json:"action"`
-	Ignored         string               `json:"ignored,omitempty"`
-	PodsPending     int                  `json:"podsPending"`
-	NodesLaunched   []string             `json:"nodesLaunched,omitempty"`
-	NodesTerminated []string             `json:"nodesTerminated,omitempty"`
-	Interruptions   int                  `json:"interruptionsHandled,omitempty"`
-	PricePerHour    float64              `json:"launchedPricePerHour,omitempty"`
-	SavingsPerHour  float64              `json:"savingsPerHour,omitempty"`
-	DecisionMillis  float64              `json:"decisionMillis"`
-	DryRun          []cloud.DryRunResult `json:"dryRun,omitempty"`
-	Errors          []string             `json:"errors,omitempty"`
+	Function        string   `json:"function"`
+	Event           string   `json:"event"`
+	EventID         string   `json:"eventId,omitempty"`
+	Action          string   `json:"action"`
+	Ignored         string   `json:"ignored,omitempty"`
+	PodsPending     int      `json:"podsPending"`
+	NodesLaunched   []string `json:"nodesLaunched,omitempty"`
+	NodesTerminated []string `json:"nodesTerminated,omitempty"`
+	// Nominated counts pods whose planned node was written as their nominatedNodeName.
+	Nominated      int                  `json:"podsNominated,omitempty"`
+	Interruptions  int                  `json:"interruptionsHandled,omitempty"`
+	PricePerHour   float64              `json:"launchedPricePerHour,omitempty"`
+	SavingsPerHour float64              `json:"savingsPerHour,omitempty"`
+	DecisionMillis float64              `json:"decisionMillis"`
+	DryRun         []cloud.DryRunResult `json:"dryRun,omitempty"`
+	Errors         []string             `json:"errors,omitempty"`
 }
 
 func (s *Summary) fail(err error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
+	"github.com/joiner-autoscaler/joiner/shared/nominate"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
 
@@ -310,6 +311,9 @@ func nodeClaimFor(pool *karpenter.NodePool, class *karpenter.EC2NodeClass, nn *p
 	annotations[disruption.NodePoolHashVersionAnnotation] = disruption.HashVersion
 	annotations[disruption.NodeClassHashAnnotation] = disruption.NodeClassHash(class)
 	annotations[disruption.NodeClassHashVersionAnnotation] = disruption.HashVersion
+	if len(nn.Pods) > 0 {
+		annotations[nominate.PlannedPodsAnnotation] = nominate.PlannedPodsValue(nn.Pods)
+	}
 	t := pool.Spec.Template.Spec
 	return &karpenter.NodeClaim{
 		TypeMeta: metav1.TypeMeta{APIVersion: karpenter.APIVersion, Kind: karpenter.NodeClaimKind},

@@ -12,6 +12,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/lifecycle"
+	"github.com/joiner-autoscaler/joiner/shared/nominate"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
 
@@ -58,6 +59,15 @@ func runProvisioner(ctx context.Context, d *Deps, ev events.Event, sum *Summary)
 	plan := packer.Solve(&snap, packer.Options{Explain: true, Prepared: d.preparedFor(snap.Catalog)})
 	d.reportUnschedulable(ctx, st, plan)
 	got := d.launchPlan(ctx, st, cat, plan, "provisioning", sum)
+	if !d.Config.DryRun {
+		// Pods planned onto existing nodes and in-flight NodeClaims: kube-scheduler
+		// learns where they go (see nominate.ForPlan); a failure costs only placement.
+		n, err := d.Cluster.WriteNominations(ctx, nominate.ForPlan(st.NominationInput(), plan))
+		if err != nil {
+			d.log().Warn("could not record every planned placement", "error", err.Error())
+		}
+		sum.Nominated = n
+	}
 	onExisting := 0
 	for _, n := range plan.ExistingNodes {
 		onExisting += len(n.Pods)
@@ -119,7 +129,14 @@ func (d *Deps) readReconciled(ctx context.Context) (*kube.ClusterState, error) {
 // advance decides the NodeClaim lifecycle transitions due on st and writes them.
 func (d *Deps) advance(ctx context.Context, st *kube.ClusterState) *kube.ReconcileReport {
 	trs := lifecycle.Decide(lifecycle.Input{Now: d.now(), NodeClaims: st.NodeClaims, Nodes: st.AllNodes})
-	return d.Cluster.Advance(ctx, st, trs, terminator{d.Cloud})
+	// The pods planned for the nodes about to register are nominated first:
+	// registering lifts karpenter.sh/unregistered.
+	_, nerr := d.Cluster.WriteNominations(ctx, nominate.ForRegistration(st.NominationInput(), trs))
+	rep := d.Cluster.Advance(ctx, st, trs, terminator{d.Cloud})
+	if nerr != nil {
+		rep.Errors = append(rep.Errors, nerr)
+	}
+	return rep
 }
 
 func (d *Deps) reportUnschedulable(ctx context.Context, st *kube.ClusterState, plan *packer.Plan) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/lifecycle"
+	"github.com/joiner-autoscaler/joiner/shared/nominate"
 )
 
 // Cluster is what Joiner's handlers call on Kubernetes. *Client implements it; handler
@@ -39,6 +40,10 @@ type Cluster interface {
 	TaintRebalance(ctx context.Context, st *ClusterState, nodeName string) error
 	// Record writes an Event (best effort).
 	Record(ctx context.Context, e Event)
+	// WriteNominations writes a nomination decision (nominate.ForPlan,
+	// nominate.ForRegistration): NodeClaims' planned pods and pods'
+	// status.nominatedNodeName. It returns how many pods it nominated.
+	WriteNominations(ctx context.Context, d nominate.Decision) (int, error)
 	// Nominate records on pods where they are expected to land (Nominated Events).
 	Nominate(ctx context.Context, pods []*corev1.Pod, target string)
 	// FailedScheduling records why no NodePool can take a pod.

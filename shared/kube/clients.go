@@ -60,6 +60,8 @@ type CoreAPI interface {
 type PodAPI interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	// Patch writes nominations (status.nominatedNodeName) through the status subresource.
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Pod, error)
 	// EvictV1 posts an Eviction once. It must not retry a 429 itself: the drain loop
 	// does, within the function's time (client-go's REST client would otherwise retry
 	// a 429 carrying Retry-After up to 10 times, silently spending 100 s).

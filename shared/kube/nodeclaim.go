@@ -18,6 +18,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/lifecycle"
+	"github.com/joiner-autoscaler/joiner/shared/nominate"
 )
 
 // Well-known node labels written on a launched NodeClaim (and so on its Node).
@@ -288,9 +289,17 @@ type ReconcileReport struct {
 }
 
 // Reconcile advances the lifecycle of every NodeClaim in st, as Karpenter's controllers
-// would: it decides the transitions due now (lifecycle.Decide) and writes them (Advance).
+// would: it decides the transitions due now (lifecycle.Decide) and the nominations
+// of the pods planned for the nodes it registers (nominate.ForRegistration), and
+// writes them (WriteNominations, then Advance).
 func (c *Client) Reconcile(ctx context.Context, st *ClusterState, term InstanceTerminator) (*ReconcileReport, error) {
-	rep := c.Advance(ctx, st, lifecycle.Decide(lifecycle.Input{Now: c.now(), NodeClaims: st.NodeClaims, Nodes: st.AllNodes}), term)
+	trs := lifecycle.Decide(lifecycle.Input{Now: c.now(), NodeClaims: st.NodeClaims, Nodes: st.AllNodes})
+	// Nominations first: registering lifts karpenter.sh/unregistered.
+	_, nerr := c.WriteNominations(ctx, nominate.ForRegistration(st.NominationInput(), trs))
+	rep := c.Advance(ctx, st, trs, term)
+	if nerr != nil {
+		rep.Errors = append(rep.Errors, nerr)
+	}
 	return rep, errors.Join(rep.Errors...)
 }
 

@@ -155,6 +155,11 @@ func (p restPods) Delete(ctx context.Context, name string, opts metav1.DeleteOpt
 	return p.delete(ctx, name, opts)
 }
 
+func (p restPods) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.Pod, error) {
+	out := &corev1.Pod{}
+	return out, p.patch(ctx, name, pt, data, opts, sub, out)
+}
+
 func (p restPods) EvictV1(ctx context.Context, ev *policyv1.Eviction) error {
 	return p.req(p.rc.Post()).Name(ev.Name).SubResource("eviction").MaxRetries(0).Body(ev).Do(ctx).Error()
 }

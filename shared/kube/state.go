@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,12 @@ type ClusterState struct {
 	AllNodes []*corev1.Node
 	// PodsByNode are the non-terminal pods bound to each node, by node name.
 	PodsByNode map[string][]*corev1.Pod
+	// NominatedByNode are the pending pods nominated to each node
+	// (status.nominatedNodeName, by Joiner's plan or a preemption), by node name.
+	// kube-scheduler holds their room on that node, so the snapshot counts them
+	// there (Snapshot.Nodes, and off an in-flight NodeClaim's capacity) and not as
+	// pending.
+	NominatedByNode map[string][]*corev1.Pod
 	// ResourceVersion is the point the lists were read at ("" when the server would
 	// not serve an exact resourceVersion and each list is simply recent).
 	ResourceVersion string
@@ -224,12 +231,24 @@ func ptrs[T any](items []T) []*T {
 // is not initialized yet into in-flight capacity.
 func assemble(st *ClusterState, pods []*corev1.Pod) {
 	st.PodsByNode = make(map[string][]*corev1.Pod, len(st.AllNodes))
+	st.NominatedByNode = map[string][]*corev1.Pod{}
+	names := make(map[string]bool, len(st.AllNodes))
+	for _, n := range st.AllNodes {
+		names[n.Name] = true
+	}
 	for _, p := range pods {
 		switch {
+		case p.Spec.NodeName != "":
+			if !facts.IsTerminal(p) {
+				st.PodsByNode[p.Spec.NodeName] = append(st.PodsByNode[p.Spec.NodeName], p)
+			}
 		case facts.IsPending(p):
 			st.Snapshot.Pods = append(st.Snapshot.Pods, p)
-		case p.Spec.NodeName != "" && !facts.IsTerminal(p):
-			st.PodsByNode[p.Spec.NodeName] = append(st.PodsByNode[p.Spec.NodeName], p)
+		case facts.IsNominated(p) && names[p.Status.NominatedNodeName]:
+			st.NominatedByNode[p.Status.NominatedNodeName] = append(st.NominatedByNode[p.Status.NominatedNodeName], p)
+		case facts.IsNominated(p) && facts.Unschedulable(p):
+			// Nominated to a node that is gone: nothing holds room for it any more.
+			st.Snapshot.Pods = append(st.Snapshot.Pods, p)
 		}
 	}
 	claimByProvider := make(map[string]*karpenter.NodeClaim, len(st.NodeClaims))
@@ -247,15 +266,19 @@ func assemble(st *ClusterState, pods []*corev1.Pod) {
 		if nc != nil && nc.DeletionTimestamp == nil && !ConditionTrue(nc.Status.Conditions, karpenter.ConditionInitialized) {
 			continue // counted as in-flight below
 		}
-		st.Snapshot.Nodes = append(st.Snapshot.Nodes, packer.NodeState{Node: n, Pods: st.PodsByNode[n.Name]})
+		on := st.PodsByNode[n.Name]
+		if nom := st.NominatedByNode[n.Name]; len(nom) > 0 {
+			on = append(slices.Clip(on), nom...)
+		}
+		st.Snapshot.Nodes = append(st.Snapshot.Nodes, packer.NodeState{Node: n, Pods: on})
 	}
 	for _, nc := range st.NodeClaims {
 		if nc.DeletionTimestamp != nil || ConditionTrue(nc.Status.Conditions, karpenter.ConditionInitialized) {
 			continue
 		}
 		if n := nodeByProvider[nc.Status.ProviderID]; n != nil && nc.Status.ProviderID != "" {
-			if bound := st.PodsByNode[n.Name]; len(bound) > 0 {
-				nc = withoutBoundPods(nc, bound)
+			if on := append(slices.Clip(st.PodsByNode[n.Name]), st.NominatedByNode[n.Name]...); len(on) > 0 {
+				nc = withoutBoundPods(nc, on)
 			}
 		}
 		st.Snapshot.InFlight = append(st.Snapshot.InFlight, nc)

@@ -1,6 +1,7 @@
 package kubesim
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -48,6 +50,7 @@ func newAPIServer(cs *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, now fu
 	cs.PrependReactor("delete", "nodes", a.holdForFinalizers(cs.Tracker()))
 	cs.PrependReactor("patch", "nodes", releaseWhenFinalized(cs.Tracker()))
 	cs.PrependReactor("update", "nodes", releaseWhenFinalized(cs.Tracker()))
+	cs.PrependReactor("patch", "pods", a.nominate)
 	cs.PrependReactor("*", "*", a.countWrites)
 	cs.PrependReactor("create", "*", a.defaults)
 	cs.PrependReactor("create", "pods", a.evict)
@@ -146,6 +149,39 @@ func releaseWhenFinalized(tr k8stesting.ObjectTracker) k8stesting.ReactionFunc {
 		}
 		return handled, obj, nil
 	}
+}
+
+// nominate serves a merge patch of a pod's status.nominatedNodeName alone (Joiner's
+// nominations, thousands in a burst) without the fake's JSON round trip of the whole
+// pod, refusing it on a bound pod as the API server's validation does. Other patches
+// go to the default reaction.
+func (a *apiServer) nominate(act k8stesting.Action) (bool, runtime.Object, error) {
+	pa, ok := act.(k8stesting.PatchAction)
+	if !ok || act.GetSubresource() != "status" || pa.GetPatchType() != types.MergePatchType {
+		return false, nil, nil
+	}
+	var body struct {
+		Status struct {
+			NominatedNodeName *string `json:"nominatedNodeName"`
+		} `json:"status"`
+	}
+	var keys map[string]map[string]json.RawMessage
+	if json.Unmarshal(pa.GetPatch(), &keys) != nil || len(keys) != 1 || len(keys["status"]) != 1 ||
+		json.Unmarshal(pa.GetPatch(), &body) != nil || body.Status.NominatedNodeName == nil {
+		return false, nil, nil
+	}
+	tr := a.cs.Tracker()
+	obj, err := tr.Get(podsGVR, act.GetNamespace(), pa.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	pod := obj.(*corev1.Pod)
+	if pod.Spec.NodeName != "" && *body.Status.NominatedNodeName != "" {
+		return true, nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Pod").GroupKind(), pod.Name, field.ErrorList{
+			field.Forbidden(field.NewPath("status", "nominatedNodeName"), "may not be set on pods that are already bound to a node")})
+	}
+	pod.Status.NominatedNodeName = *body.Status.NominatedNodeName
+	return true, pod, tr.Update(podsGVR, pod, pod.Namespace)
 }
 
 // evict serves the eviction subresource: a pod selected by a PodDisruptionBudget that
