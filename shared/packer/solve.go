@@ -255,6 +255,7 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 		p.err = s.unplacedReason(p)
 	}
 	s.rebalance()
+	s.improve()
 	s.downsize()
 	s.finish(plan)
 	return plan

@@ -1,0 +1,509 @@
+package packer
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// The improvement phase. The first fill places pods one at a time, hardest first,
+// opening each node on the type that buys most of the *average* pending pod: on a
+// mix of CPU-bound and memory-bound Deployments that is an m-ish type for
+// everything, half of whose memory (or CPU) stays idle. Rebalancing swaps single
+// pods and cannot change that. This phase takes the planned nodes whose pods may
+// move (see movable) and packs those pods again from scratch, a node at a time:
+// each new node goes on the type whose price buys the most of the pods it will
+// hold, each pod valued at the price of its dominant resource (what it would cost
+// on the type that holds it most cheaply per unit), and is filled with the pods
+// that use its room best. The new packing replaces the old one only when it costs
+// less, so the phase never makes a plan dearer; it replaces nodes by cheaper
+// types, merges nodes, and moves pods between nodes, all in one step.
+//
+// Scope keeps every constraint the first fill honoured:
+//   - pods with zone-level topology (spread, affinity) stay in their zone, with
+//     their pool: zone counts do not change, and nothing counts them per node;
+//   - pods with no topology and no host ports may also change zones within the
+//     pool (a cheaper zone's spot price);
+//   - a node keeps only types every pod on it accepts (class bits and the custom
+//     labels the class asks the node to carry), as the first fill did;
+//   - pool limits (resources and node count) are checked on the difference;
+//   - pools with minValues and nodes holding a pod that may not move keep what
+//     they have.
+//
+// The work is bounded by improveBudget (shapes looked at), not by a clock,
+// so a plan stays the same function of its snapshot: the budget caps the phase
+// at a few milliseconds on the largest benchmark cases.
+
+const (
+	// improveBudget is the work the phase may do per solve, counted in shapes
+	// looked at while filling trial nodes (about 10 ns each).
+	improveBudget = 1_000_000
+	// improveFrontier caps the candidate types a group tries per node.
+	improveFrontier = 48
+)
+
+// shapeSet is interchangeable pods: same requests, same class.
+type shapeSet struct {
+	req  vec
+	cls  *podClass
+	pods []*podInfo
+	left int
+	w    float64 // price of its dominant resource on the cheapest type for it
+}
+
+// slot is one candidate a group may open a node on: zone and index.
+type slot struct{ z, i int }
+
+// improveGroup is the movable pods of some planned nodes and where they may go.
+type improveGroup struct {
+	pool  *poolInfo
+	zones []int // the zones its nodes may be in
+	nodes []*node
+}
+
+// bin is a node of the new packing.
+type bin struct {
+	at    slot
+	used  vec
+	pods  []*podInfo
+	extra map[string]string
+}
+
+func (s *solver) improve() {
+	budget := improveBudget
+	for _, g := range s.improveGroups() {
+		if budget <= 0 {
+			return
+		}
+		s.repack(g, &budget)
+	}
+}
+
+// improveGroups gathers the planned nodes the phase may repack: per pool, the
+// nodes whose pods carry no topology at all form one group over every zone; the
+// other nodes whose pods are all movable form a group per zone.
+func (s *solver) improveGroups() []improveGroup {
+	free := map[int]*improveGroup{}
+	zonal := map[[2]int]*improveGroup{}
+	var out []*improveGroup
+	for _, n := range s.nodes {
+		if n.existing || n.inflight || len(n.pods) == 0 || len(n.pool.minVals) > 0 {
+			continue
+		}
+		allFree, allMovable := true, true
+		for _, p := range n.pods {
+			allMovable = allMovable && movable(p)
+			allFree = allFree && len(p.own) == 0 && len(p.matched) == 0 && len(p.ports) == 0
+		}
+		switch {
+		case allFree:
+			g := free[n.pool.idx]
+			if g == nil {
+				g = &improveGroup{pool: n.pool}
+				for z := range s.zones {
+					g.zones = append(g.zones, z)
+				}
+				free[n.pool.idx] = g
+				out = append(out, g)
+			}
+			g.nodes = append(g.nodes, n)
+		case allMovable:
+			k := [2]int{n.pool.idx, n.z}
+			g := zonal[k]
+			if g == nil {
+				g = &improveGroup{pool: n.pool, zones: []int{n.z}}
+				zonal[k] = g
+				out = append(out, g)
+			}
+			g.nodes = append(g.nodes, n)
+		}
+	}
+	res := make([]improveGroup, len(out))
+	for i, g := range out {
+		res[i] = *g
+	}
+	return res
+}
+
+// cheapestFor is the cheapest candidate of pool in zone z that every class in
+// classes accepts with the given custom labels and that holds used; -1 if none.
+func (s *solver) cheapestFor(pool *poolInfo, z int, used vec, pods []*podInfo) int {
+	cs := pool.cands[z]
+outer:
+	for i := range cs {
+		if !used.fits(cs[i].avail) {
+			continue
+		}
+		for _, p := range pods {
+			cp := p.cls.perPool[pool.idx]
+			if !cp.ok || !bitSet(cp.bits[z], i) {
+				continue outer
+			}
+		}
+		return i
+	}
+	return -1
+}
+
+// repack packs a group's pods again and keeps the result when it is cheaper.
+func (s *solver) repack(g improveGroup, budget *int) {
+	pool := g.pool
+	// What the group costs now, each node at the cheapest type that holds it
+	// (downsize would get there anyway).
+	before := 0.0
+	var beforeCap vec
+	for _, n := range g.nodes {
+		i := s.cheapestFor(pool, n.z, n.used, n.pods)
+		if i < 0 || i > n.minIdx {
+			i = n.minIdx
+		}
+		before += pool.cands[n.z][i].price
+		beforeCap = beforeCap.add(pool.cands[n.z][n.minIdx].cap)
+	}
+	shapes := groupShapes(g.nodes)
+	front := s.frontier(g, shapes)
+	if len(front) == 0 {
+		return
+	}
+	for _, sh := range shapes {
+		sh.w = math.Inf(1)
+		for _, at := range front {
+			c := &pool.cands[at.z][at.i]
+			if !s.accepts(pool, at, sh.cls) || !sh.req.fits(c.avail) {
+				continue
+			}
+			sh.w = math.Min(sh.w, c.price*dominantShare(sh.req, c.avail))
+		}
+		if math.IsInf(sh.w, 1) {
+			return // a pod the frontier cannot hold: leave the group as it is
+		}
+	}
+	// A group whose repacking would not finish within what is left of the
+	// budget is not started: half a repack is wasted work.
+	if est := len(g.nodes) * len(front) * len(shapes) * min(len(shapes), 16); est > *budget {
+		return
+	}
+	var bins []*bin
+	left := 0
+	for _, sh := range shapes {
+		left += sh.left
+	}
+	for left > 0 {
+		var best *bin
+		bestRatio := -1.0
+		for _, at := range front {
+			if *budget <= 0 {
+				return // out of budget: the group keeps its first-fill nodes
+			}
+			b := s.fill(pool, at, shapes, false, budget)
+			if b == nil {
+				continue
+			}
+			val := 0.0
+			for _, p := range b.pods {
+				val += shapeOf(shapes, p).w
+			}
+			ratio := val / pool.cands[at.z][at.i].price
+			if ratio > bestRatio*(1+1e-9) || ratio >= bestRatio*(1-1e-9) && best != nil && len(b.pods) > len(best.pods) {
+				best, bestRatio = b, ratio
+			}
+		}
+		if best == nil {
+			return
+		}
+		s.fill(pool, best.at, shapes, true, budget)
+		left -= len(best.pods)
+		bins = append(bins, best)
+	}
+	// Each new node shrinks to the cheapest type of its zone that holds it.
+	after := 0.0
+	var afterCap vec
+	for _, b := range bins {
+		if i := s.cheapestFor(pool, b.at.z, b.used, b.pods); i >= 0 {
+			b.at.i = i
+		}
+		after += pool.cands[b.at.z][b.at.i].price
+		afterCap = afterCap.add(pool.cands[b.at.z][b.at.i].cap)
+	}
+	if after >= before*(1-1e-6) {
+		return
+	}
+	// Limits: the new packing may use more of a limited resource, or more nodes.
+	for d := range afterCap {
+		if pool.limited[d] && afterCap[d] > beforeCap[d] && pool.used[d]+pool.reserved[d]+afterCap[d]-beforeCap[d] > pool.limit[d] {
+			return
+		}
+	}
+	if pool.maxNodes >= 0 && len(bins) > len(g.nodes) && pool.nodes+int64(len(bins)-len(g.nodes)) > pool.maxNodes {
+		return
+	}
+	s.applyRepack(g, bins)
+}
+
+// applyRepack moves the group's pods into the new packing, reusing the group's
+// nodes (a node changing zone keeps nothing zonal: its pods carry no topology).
+func (s *solver) applyRepack(g improveGroup, bins []*bin) {
+	pool := g.pool
+	targets := make([]*node, len(bins))
+	for i, b := range bins {
+		if i < len(g.nodes) {
+			n := g.nodes[i]
+			pool.used = pool.used.sub(pool.cands[n.z][n.minIdx].cap).add(pool.cands[b.at.z][b.at.i].cap)
+			if n.z != b.at.z {
+				s.zoneNew[n.z]--
+				s.zoneNew[b.at.z]++
+				n.z = b.at.z
+				// Candidate indexes are per zone: start the new zone's set afresh
+				// (refreshCompat narrows it once the pods are in).
+				n.compat = allCompat((len(pool.cands[n.z]) + 63) / 64)
+			}
+			n.minIdx = b.at.i
+			targets[i] = n
+			continue
+		}
+		targets[i] = s.open(pool, b.at.z, b.at.i, b.pods[0].cls)
+	}
+	for i, b := range bins {
+		to := targets[i]
+		for _, p := range b.pods {
+			if from := p.placedOn; from != to {
+				s.move(p, from, to)
+			}
+		}
+	}
+	for _, n := range g.nodes[min(len(bins), len(g.nodes)):] {
+		// Emptied: it leaves its pool's count (the pods all moved out above).
+		pool.used = pool.used.sub(pool.cands[n.z][n.minIdx].cap)
+		pool.nodes--
+		s.zoneNew[n.z]--
+	}
+	for _, n := range targets {
+		n.compat = allCompat(len(n.compat))
+		s.refreshCompat(n)
+	}
+}
+
+// accepts reports whether a pod of class cls may run on candidate at of pool.
+func (s *solver) accepts(pool *poolInfo, at slot, cls *podClass) bool {
+	cp := cls.perPool[pool.idx]
+	return cp.ok && cp.any[at.z] && bitSet(cp.bits[at.z], at.i)
+}
+
+// fill packs the remaining shapes into a fresh node on candidate at: repeatedly
+// the shape whose value per unit of the node's scarcest remaining room is best,
+// as many at a time as keep it so. With take it also takes the pods.
+func (s *solver) fill(pool *poolInfo, at slot, shapes []*shapeSet, take bool, budget *int) *bin {
+	c := &pool.cands[at.z][at.i]
+	b := &bin{at: at}
+	room := c.avail
+	taken := make([]int, len(shapes))
+	for {
+		*budget -= len(shapes)
+		best, bestScore := -1, 0.0
+		for k, sh := range shapes {
+			if sh.left-taken[k] <= 0 || !sh.req.fits(room) || !s.accepts(pool, at, sh.cls) ||
+				!extraAgrees(b.extra, sh.cls.perPool[pool.idx].extra) {
+				continue
+			}
+			if sc := sh.w / dominantShare(sh.req, room); sc > bestScore {
+				best, bestScore = k, sc
+			}
+		}
+		if best < 0 {
+			break
+		}
+		sh := shapes[best]
+		n := min(sh.left-taken[best], copiesFit(sh.req, room))
+		n = max(1, (n+1)/2) // half at a time: the next pick sees the room that is left
+		for range n {
+			room = room.sub(sh.req)
+			b.used = b.used.add(sh.req)
+		}
+		if len(sh.cls.perPool[pool.idx].extra) > 0 {
+			if b.extra == nil {
+				b.extra = map[string]string{}
+			}
+			for k, v := range sh.cls.perPool[pool.idx].extra {
+				b.extra[k] = v
+			}
+		}
+		start := sh.left - taken[best] - n
+		for j := start; j < sh.left-taken[best]; j++ {
+			b.pods = append(b.pods, sh.pods[j])
+		}
+		taken[best] += n
+	}
+	if len(b.pods) == 0 {
+		return nil
+	}
+	if take {
+		for k, sh := range shapes {
+			sh.left -= taken[k]
+		}
+	}
+	return b
+}
+
+// dominantShare is the largest share of room that req takes in any dimension.
+func dominantShare(req, room vec) float64 {
+	f := 0.0
+	for d := range req {
+		if req[d] == 0 {
+			continue
+		}
+		if room[d] <= 0 {
+			return math.Inf(1)
+		}
+		f = math.Max(f, float64(req[d])/float64(room[d]))
+	}
+	return f
+}
+
+// copiesFit is how many copies of req fit in room.
+func copiesFit(req, room vec) int {
+	n := math.MaxInt
+	for d := range req {
+		if req[d] > 0 {
+			n = min(n, int(room[d]/req[d]))
+		}
+	}
+	if n == math.MaxInt {
+		return 1 << 20
+	}
+	return n
+}
+
+func shapeOf(shapes []*shapeSet, p *podInfo) *shapeSet {
+	for _, sh := range shapes {
+		if sh.cls == p.cls && sh.req == p.req {
+			return sh
+		}
+	}
+	return nil
+}
+
+// groupShapes collects the group's pods into shapes, largest first, in a fixed
+// order (pod keys within a shape).
+func groupShapes(nodes []*node) []*shapeSet {
+	type key struct {
+		req vec
+		cls *podClass
+	}
+	by := map[key]*shapeSet{}
+	var out []*shapeSet
+	for _, n := range nodes {
+		for _, p := range n.pods {
+			k := key{p.req, p.cls}
+			sh := by[k]
+			if sh == nil {
+				sh = &shapeSet{req: p.req, cls: p.cls}
+				by[k] = sh
+				out = append(out, sh)
+			}
+			sh.pods = append(sh.pods, p)
+		}
+	}
+	for _, sh := range out {
+		slices.SortFunc(sh.pods, func(a, b *podInfo) int { return cmp.Compare(a.key, b.key) })
+		sh.left = len(sh.pods)
+	}
+	slices.SortStableFunc(out, func(a, b *shapeSet) int {
+		if c := cmp.Compare(b.req[dimCPU], a.req[dimCPU]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.req[dimMemory], a.req[dimMemory]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.cls.id, b.cls.id)
+	})
+	return out
+}
+
+// frontier lists the candidates worth a trial: in the group's zones, accepted
+// by some shape, not dominated by a candidate of the same zone that is no dearer
+// with at least its room and accepted by every shape it accepts; at most
+// improveFrontier of them, those that buy the group's demand cheapest first.
+func (s *solver) frontier(g improveGroup, shapes []*shapeSet) []slot {
+	pool := g.pool
+	var demand vec
+	for _, sh := range shapes {
+		for range sh.left {
+			demand = demand.add(sh.req)
+		}
+	}
+	type scored struct {
+		at  slot
+		ppu float64
+	}
+	var out []scored
+	for _, z := range g.zones {
+		cs := pool.cands[z]
+		var kept []int
+		for i := range cs { // cheapest first
+			ok := false
+			for _, sh := range shapes {
+				if s.accepts(pool, slot{z, i}, sh.cls) && sh.req.fits(cs[i].avail) {
+					ok = true
+					break
+				}
+			}
+			if !ok {
+				continue
+			}
+			dominated := false
+			for _, j := range kept {
+				if cs[j].price <= cs[i].price && cs[i].avail.fits(cs[j].avail) {
+					same := true
+					for _, sh := range shapes {
+						if s.accepts(pool, slot{z, i}, sh.cls) && !s.accepts(pool, slot{z, j}, sh.cls) {
+							same = false
+							break
+						}
+					}
+					if same {
+						dominated = true
+						break
+					}
+				}
+			}
+			if dominated {
+				continue
+			}
+			kept = append(kept, i)
+			// Price per unit of the demand vector: the demand's dominant share.
+			out = append(out, scored{slot{z, i}, cs[i].price * dominantShare(demand, cs[i].avail)})
+		}
+	}
+	// The cheapest for the whole demand, and for each shape the few cheapest for
+	// it alone: the CPU-bound pods' c types must be there for a mixed demand.
+	slices.SortStableFunc(out, func(a, b scored) int { return cmp.Compare(a.ppu, b.ppu) })
+	var res []slot
+	seen := map[slot]bool{}
+	for _, o := range out[:min(len(out), improveFrontier)] {
+		res = append(res, o.at)
+		seen[o.at] = true
+	}
+	// Shapes by the demand they carry: the few largest get their own types.
+	big := slices.Clone(shapes)
+	slices.SortStableFunc(big, func(a, b *shapeSet) int {
+		return cmp.Compare(float64(b.left)*dominantShare(b.req, demand), float64(a.left)*dominantShare(a.req, demand))
+	})
+	for _, sh := range big[:min(len(big), 8)] {
+		own := slices.Clone(out)
+		for k := range own {
+			c := &pool.cands[own[k].at.z][own[k].at.i]
+			own[k].ppu = math.Inf(1)
+			if s.accepts(pool, own[k].at, sh.cls) && sh.req.fits(c.avail) {
+				own[k].ppu = c.price * dominantShare(sh.req, c.avail)
+			}
+		}
+		slices.SortStableFunc(own, func(a, b scored) int { return cmp.Compare(a.ppu, b.ppu) })
+		for _, o := range own[:min(len(own), 3)] {
+			if !seen[o.at] && !math.IsInf(o.ppu, 1) {
+				res = append(res, o.at)
+				seen[o.at] = true
+			}
+		}
+	}
+	return res
+}

@@ -1,0 +1,43 @@
+package workload
+
+import (
+	"testing"
+
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/packer"
+	"github.com/joiner-autoscaler/joiner/shared/packer/check"
+)
+
+// The ordinary shapes on the embedded catalog: the plan is valid by the
+// independent checker, and the improvement phase brings it near the bound (the
+// first fill alone, m types for everything, was 1.13x on the real catalog).
+func TestOrdinaryShapesNearBound(t *testing.T) {
+	cat := catalog.Embedded()
+	for _, tc := range []struct {
+		name   string
+		shapes []shape
+		spread bool
+	}{
+		{"ordinary", ordinaryShapes, false},
+		{"ordinary-spread", ordinaryShapes, true},
+		{"cpu-heavy", cpuHeavyShapes, false},
+		{"mem-heavy-spread", memHeavyShapes, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := ShapesSnapshot(cat, tc.shapes, tc.spread, "amd64", "arm64")
+			plan := packer.Solve(snap, packer.Options{})
+			if len(plan.Unschedulable) > 0 {
+				t.Fatalf("unschedulable: %+v", plan.Unschedulable[0])
+			}
+			for _, err := range check.Plan(snap, plan, cat) {
+				t.Error(err)
+			}
+			bound, why := LowerBound(snap)
+			ratio := plan.TotalPricePerHour / bound
+			t.Logf("%d nodes, $%.4f/h, bound $%.4f/h (%s): %.3f", len(plan.NewNodes), plan.TotalPricePerHour, bound, why, ratio)
+			if ratio > 1.09 {
+				t.Errorf("cost / bound %.3f > 1.09", ratio)
+			}
+		})
+	}
+}
