@@ -115,6 +115,9 @@ func StartWith(opts Options) (*Env, error) {
 		CRDDirectoryPaths:       []string{filepath.Join(root, "deploy", "crds")},
 		ErrorIfCRDPathMissing:   true,
 		ControlPlaneStopTimeout: 30 * time.Second,
+		// envtest's default (20 s) is too short for kube-apiserver on a loaded 2-core
+		// machine: tests failed with "timeout waiting for process kube-apiserver".
+		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	if opts.ServiceAccountIssuer != "" {
 		te.ControlPlane.GetAPIServer().Configure().Set("service-account-issuer", opts.ServiceAccountIssuer)
