@@ -9,6 +9,7 @@ package mototest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -31,6 +32,8 @@ type Server struct {
 	URL  string
 	cmd  *exec.Cmd
 	logs *syncBuilder
+	// publicParams is the file moto_iam.py reads AWS's public SSM parameters from.
+	publicParams string
 }
 
 // Start runs a moto_server and waits until it answers.
@@ -45,7 +48,8 @@ func Start() (*Server, error) {
 // StartWithIAM runs moto_server through iam/moto_iam.py, which makes its IAM
 // enforcement evaluate resources and conditions for assumed roles (see that file).
 // Enforcement starts off; EnforceIAM turns it on. Every decision is appended to
-// logPath as a JSON line. repoRoot locates the hook and the evaluator's Node modules
+// logPath as a JSON line; events the rules deliver to Lambda targets, which moto
+// cannot invoke, to logPath+".lambda". repoRoot locates the hook and the evaluator's Node modules
 // (infra/node_modules, `make node-tools`).
 func StartWithIAM(repoRoot, logPath string) (*Server, error) {
 	if _, err := exec.LookPath("moto_server"); err != nil {
@@ -68,8 +72,32 @@ func StartWithIAM(repoRoot, logPath string) (*Server, error) {
 			return nil, fmt.Errorf("no node for the IAM evaluator: %w", err)
 		}
 	}
-	return start(py, []string{"JOINER_NODE_MODULES=" + modules, "JOINER_NODE=" + node, "MOTO_IAM_LOG=" + logPath},
+	s, err := start(py, []string{"JOINER_NODE_MODULES=" + modules, "JOINER_NODE=" + node, "MOTO_IAM_LOG=" + logPath,
+		"MOTO_LAMBDA_DELIVERIES=" + logPath + ".lambda", "MOTO_PUBLIC_PARAMETERS=" + logPath + ".public.json"},
 		filepath.Join(repoRoot, "shared", "mototest", "iam", "moto_iam.py"))
+	if s != nil {
+		s.publicParams = logPath + ".public.json"
+	}
+	return s, err
+}
+
+// PublishPublicParameters makes AWS public SSM parameters (/aws/service/..., which
+// PutParameter refuses as reserved) readable on a server from StartWithIAM, as AWS
+// publishes the EKS optimized AMI IDs. A parameter already read keeps its value.
+func (s *Server) PublishPublicParameters(params map[string]string) error {
+	if s.publicParams == "" {
+		return fmt.Errorf("public parameters need a server from StartWithIAM")
+	}
+	for name := range params {
+		if !strings.HasPrefix(name, "/aws/service/") {
+			return fmt.Errorf("%s is not a public parameter (/aws/service/...)", name)
+		}
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(s.publicParams, b, 0o644)
 }
 
 // EnforceIAM makes every later request authenticated and authorized (moto's

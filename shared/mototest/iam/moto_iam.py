@@ -28,7 +28,9 @@ are assumed roles (the credentials a Lambda function or an IRSA pod gets):
     role's trust policy must allow the provider with the token's sub and aud.
     The token's signature is not verified (moto has no key discovery).
 
-IAM users (the test harness's administrator) keep moto's own evaluation.
+IAM users (the test harness's administrator) keep moto's own evaluation. Two moto gaps
+outside IAM are bridged too: a rule's Lambda target (see "EventBridge targets" below)
+and AWS's public parameters moto does not ship (see "Public parameters").
 
 Every decision is appended to $MOTO_IAM_LOG (JSON lines) when set: the tests read it to
 show which calls the deployed roles made and why a refused call was refused.
@@ -50,10 +52,12 @@ from moto import server, settings
 from moto.core import authorization
 from moto.core.exceptions import JsonRESTError, _RESTError
 from moto.ec2.models import ec2_backends
+from moto.events import models as events_models
 from moto.events.models import events_backends
 from moto.iam import access_control
 from moto.iam.models import iam_backends
 from moto.secretsmanager.models import secretsmanager_backends
+from moto.ssm import models as ssm_models
 
 PARTITION = "aws"
 # Stands for the ID of a resource the request creates (AWS authorizes creation
@@ -617,6 +621,67 @@ def authenticate_and_authorize(self: Any, iam_request_cls: type, resource: str =
     _moto_authenticate(self, iam_request_cls, resource)
 
 
+# --- EventBridge targets ---------------------------------------------------------------
+#
+# moto 5.2.1 raises NotImplementedError for a rule's Lambda target, which fails the whole
+# PutEvents (HTTP 500) before the rule's other targets get the event. moto cannot invoke
+# a function without Docker; the tests run the deployed functions themselves. So a
+# Lambda target is recorded ($MOTO_LAMBDA_DELIVERIES, JSON lines: rule, target ARN,
+# event) and the other targets get the event as EventBridge would deliver it.
+
+_moto_send_to_targets = events_models.Rule.send_to_targets
+_deliveries_lock = threading.Lock()
+
+
+def send_to_targets(self: Any, original_event: Any, transform_input: bool = True) -> None:
+    if not self.event_pattern.matches_event(original_event):
+        return
+    lambdas = [t for t in self.targets if t["Arn"].split(":")[2] == "lambda"]
+    path = os.environ.get("MOTO_LAMBDA_DELIVERIES")
+    if lambdas and path:
+        with _deliveries_lock, open(path, "a", encoding="utf-8") as f:
+            for t in lambdas:
+                f.write(json.dumps({"rule": self.name, "target": t["Arn"], "event": original_event}, default=str) + "\n")
+    others = [t for t in self.targets if t not in lambdas]
+    saved = self.targets
+    try:
+        self.targets = others
+        _moto_send_to_targets(self, original_event, transform_input)
+    finally:
+        self.targets = saved
+
+
+# --- Public parameters -----------------------------------------------------------------
+#
+# moto ships a few of AWS's public SSM parameters (/aws/service/ami-amazon-linux-latest,
+# ecs) but not the EKS optimized AMI ones an EC2NodeClass alias resolves, and refuses
+# PutParameter under /aws/ (reserved, as AWS does). $MOTO_PUBLIC_PARAMETERS names a JSON
+# file {name: value} the test writes; a missing /aws/service/ parameter is looked up in
+# it, so the functions read it with GetParameter as they would in an account.
+
+_moto_check_loading_status = ssm_models.ParameterDict._check_loading_status
+
+
+def check_loading_status(self: Any, key: str) -> None:
+    _moto_check_loading_status(self, key)
+    key = str(key or "")
+    path = os.environ.get("MOTO_PUBLIC_PARAMETERS")
+    if not path or not key.startswith("/aws/service/") or defaultdict.__contains__(self, key):
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            published = json.load(f)
+    except FileNotFoundError:
+        return
+    for name, value in published.items():
+        if name.startswith(key) and not defaultdict.__contains__(self, name):
+            defaultdict.__getitem__(self, name).append(ssm_models.Parameter(
+                account_id=self.account_id, name=name, value=value, parameter_type="String", description=None,
+                allowed_pattern=None, keyid=None, last_modified_date=ssm_models.utcnow(), version=1, data_type="aws:ec2:image"))
+
+
+ssm_models.ParameterDict._check_loading_status = check_loading_status
+events_models.Rule.send_to_targets = send_to_targets
 access_control.IAMRequest.check_action_permitted = check_action_permitted
 authorization.ActionAuthenticatorMixin._authenticate_and_authorize_action = authenticate_and_authorize
 
