@@ -8,11 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 
 	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
@@ -25,10 +27,13 @@ func init() {
 const cleanupUsage = `usage: joiner cleanup --cluster NAME [--region REGION] [--dry-run]
 
 Terminates the instances Joiner launched for cluster NAME and deletes its launch
-templates: what ` + "`cdk destroy`" + ` leaves behind on purpose. Only instances tagged
-kubernetes.io/cluster/NAME=owned that also carry a karpenter.sh/nodepool tag are
-touched (Joiner's ownership rule), and only launch templates tagged owned and
-joiner.dev/managed-by=joiner. Drain the cluster first (delete the NodePools while
+templates and the instance profiles it created: what ` + "`cdk destroy`" + ` leaves behind.
+Only instances tagged kubernetes.io/cluster/NAME=owned that also carry a
+karpenter.sh/nodepool tag are touched (Joiner's ownership rule), only launch
+templates tagged owned and joiner.dev/managed-by=joiner, and only instance profiles
+named NAME_<number> tagged owned and karpenter.k8s.aws/ec2nodeclass. Run it before
+` + "`cdk destroy`" + ` when the stack created the node role: IAM refuses to delete a role an
+instance profile still holds. Drain the cluster first (delete the NodePools while
 the functions still run) when its pods matter. AWS credentials and region come from
 the SDK's default chain (profiles, SSO, environment; AWS_ENDPOINT_URL is honoured).`
 
@@ -76,7 +81,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "joiner cleanup: %v\n", err)
 		return 1
 	}
-	if err := cleanup(ctx, p, clients.EC2, *cluster, *dryRun, stdout); err != nil {
+	if err := cleanup(ctx, p, clients.EC2, iam.NewFromConfig(cfg), *cluster, cfg.Region, *dryRun, stdout); err != nil {
 		fmt.Fprintf(stderr, "joiner cleanup: %v\n", err)
 		return 1
 	}
@@ -85,7 +90,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // cleanup terminates the owned instances and deletes the owned launch templates,
 // through shared/cloud, which refuses anything not Joiner's.
-func cleanup(ctx context.Context, p *cloud.Provider, api cloud.EC2API, cluster string, dryRun bool, out io.Writer) error {
+func cleanup(ctx context.Context, p *cloud.Provider, api cloud.EC2API, iamAPI profileLister, cluster, region string, dryRun bool, out io.Writer) error {
 	verb := map[bool]string{false: "terminating", true: "would terminate"}[dryRun]
 	owned, err := p.ListOwned(ctx)
 	if err != nil {
@@ -134,10 +139,76 @@ func cleanup(ctx context.Context, p *cloud.Provider, api cloud.EC2API, cluster s
 		}
 		templates += len(names)
 	}
+	profiles, err := cleanupProfiles(ctx, p, iamAPI, cluster, region, dryRun, out)
+	if err != nil {
+		return err
+	}
 	if dryRun {
-		fmt.Fprintf(out, "dry run: %d instance(s) and %d launch template(s) of cluster %s checked, nothing changed\n", len(ids), templates, cluster)
+		fmt.Fprintf(out, "dry run: %d instance(s), %d launch template(s) and %d instance profile(s) of cluster %s checked, nothing changed\n",
+			len(ids), templates, profiles, cluster)
 	} else {
-		fmt.Fprintf(out, "%d instance(s) terminating, %d launch template(s) deleted for cluster %s\n", len(res.Terminating), templates, cluster)
+		fmt.Fprintf(out, "%d instance(s) terminating, %d launch template(s) and %d instance profile(s) deleted for cluster %s\n",
+			len(res.Terminating), templates, profiles, cluster)
 	}
 	return nil
+}
+
+// profileLister lists instance profiles and reads their tags.
+type profileLister interface {
+	iam.ListInstanceProfilesAPIClient
+	GetInstanceProfile(context.Context, *iam.GetInstanceProfileInput, ...func(*iam.Options)) (*iam.GetInstanceProfileOutput, error)
+}
+
+// cleanupProfiles deletes the instance profiles Joiner created for the cluster's
+// EC2NodeClasses (spec.role): a profile named as Joiner names its class's profile
+// and tagged with the cluster and that class. cloud's DeleteInstanceProfile reads
+// it again and checks both before removing its role and deleting it.
+func cleanupProfiles(ctx context.Context, p *cloud.Provider, api profileLister, cluster, region string, dryRun bool, out io.Writer) (int, error) {
+	owner := "kubernetes.io/cluster/" + cluster
+	var classes []string
+	pg := iam.NewListInstanceProfilesPaginator(api, &iam.ListInstanceProfilesInput{})
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("ListInstanceProfiles: %w", err)
+		}
+		for _, ip := range page.InstanceProfiles {
+			name := aws.ToString(ip.InstanceProfileName)
+			if !strings.HasPrefix(name, cluster+"_") {
+				continue
+			}
+			// ListInstanceProfiles returns no tags; GetInstanceProfile does.
+			got, err := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
+			if err != nil {
+				return 0, fmt.Errorf("GetInstanceProfile %s: %w", name, err)
+			}
+			tags := map[string]string{}
+			for _, t := range got.InstanceProfile.Tags {
+				tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+			}
+			class := tags[cloud.TagNodeClass]
+			if tags[owner] != "owned" || class == "" || cloud.InstanceProfileName(cluster, region, class) != name {
+				continue
+			}
+			if dryRun {
+				fmt.Fprintf(out, "would delete instance profile %s (EC2NodeClass %s)\n", name, class)
+			}
+			classes = append(classes, class)
+		}
+	}
+	if dryRun {
+		return len(classes), nil
+	}
+	n := 0
+	for _, c := range classes {
+		deleted, err := p.DeleteInstanceProfile(ctx, c)
+		if err != nil {
+			return n, err
+		}
+		if deleted {
+			fmt.Fprintf(out, "deleted instance profile %s (EC2NodeClass %s)\n", cloud.InstanceProfileName(cluster, region, c), c)
+			n++
+		}
+	}
+	return n, nil
 }
