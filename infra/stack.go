@@ -300,11 +300,16 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 		"Version": "2012-10-17",
 		"Statement": []any{
 			map[string]any{
+				// The same conditions as the role's own statement: in one account an
+				// allow here suffices on its own, so without them the forwarder could
+				// put any event on the bus whatever its role says.
 				"Sid":       "ForwarderMayPut",
 				"Effect":    "Allow",
 				"Principal": map[string]any{"AWS": *fwdRole.RoleArn()},
 				"Action":    "events:PutEvents",
 				"Resource":  busArn,
+				"Condition": map[string]any{"StringEquals": map[string]any{
+					"events:source": events.SourceForwarder, "events:detail-type": events.DetailTypePendingPods}},
 			},
 			map[string]any{
 				"Sid":       "NobodyElseMayPut",

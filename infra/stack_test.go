@@ -652,7 +652,8 @@ func TestBusPolicy(t *testing.T) {
 		busArn := "arn:" + partition + ":events:" + region + ":" + account + ":event-bus/joiner-" + s.cfg.ClusterName
 		fwd := "${ForwarderRoleD8BAA15A.Arn}"
 		want := map[string]any{"Version": "2012-10-17", "Statement": []any{
-			map[string]any{"Sid": "ForwarderMayPut", "Effect": "Allow", "Principal": map[string]any{"AWS": fwd}, "Action": "events:PutEvents", "Resource": busArn},
+			map[string]any{"Sid": "ForwarderMayPut", "Effect": "Allow", "Principal": map[string]any{"AWS": fwd}, "Action": "events:PutEvents", "Resource": busArn,
+				"Condition": map[string]any{"StringEquals": map[string]any{"events:source": "joiner.forwarder", "events:detail-type": "Pending Pods"}}},
 			map[string]any{"Sid": "NobodyElseMayPut", "Effect": "Deny", "Principal": map[string]any{"AWS": "*"}, "Action": "events:PutEvents", "Resource": busArn,
 				"Condition": map[string]any{"ArnNotEquals": map[string]any{"aws:PrincipalArn": fwd}}},
 		}}
