@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/joiner-autoscaler/joiner/events"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/disruption"
@@ -44,6 +46,9 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 		return err
 	}
 	if st, err = d.adoptHashes(ctx, st, sum); err != nil {
+		return err
+	}
+	if err := d.resolveNodeClasses(ctx, st); err != nil {
 		return err
 	}
 	cat, err := d.catalogFor(ctx)
@@ -142,6 +147,42 @@ func (d *Deps) adoptHashes(ctx context.Context, st *kube.ClusterState, sum *Summ
 		return nil, fmt.Errorf("read cluster: %w", err)
 	}
 	return st, nil
+}
+
+// resolveNodeClasses resolves, holding the lease, what every EC2NodeClass's
+// selectors select now, writes it as the class's status (as Karpenter's nodeclass
+// controller does, so kubectl get ec2nodeclasses shows READY), and puts it in the
+// snapshot the decision reads. The status on the API server is not trusted for
+// drift: it may be another controller's (Karpenter's last, on a cluster moving to
+// Joiner) or older than a new image behind an alias, and drift compares each node's
+// image with what the class selects now. A class whose AMIs cannot be resolved has
+// none in the snapshot, so no node is judged drifted by image this round.
+func (d *Deps) resolveNodeClasses(ctx context.Context, st *kube.ClusterState) error {
+	for _, nc := range st.Snapshot.NodeClasses {
+		r, err := d.Cloud.ResolveNodeClass(ctx, nc)
+		if err != nil {
+			return fmt.Errorf("resolve EC2NodeClass %s: %w", nc.Name, err)
+		}
+		for _, c := range r.Status.Conditions {
+			if c.Status != metav1.ConditionTrue && c.Type != karpenter.ConditionReady {
+				d.log().Warn("EC2NodeClass not ready", "nodeClass", nc.Name, "condition", c.Type, "reason", c.Reason, "message", c.Message)
+			}
+		}
+		if !d.Config.DryRun {
+			wrote, err := d.Cluster.UpdateNodeClassStatus(ctx, nc, r.Status)
+			if err != nil {
+				// The decision still uses what was resolved; the next round writes again.
+				d.log().Warn("could not write EC2NodeClass status", "nodeClass", nc.Name, "error", err.Error())
+			} else if wrote {
+				d.log().Info("EC2NodeClass status", "nodeClass", nc.Name, "ready", r.Ready(), "amis", r.AMIIDs())
+			}
+		}
+		nc.Status = r.Status
+		if !r.AMIsResolved {
+			nc.Status.AMIs = nil
+		}
+	}
+	return nil
 }
 
 // recordEmptiness writes the decision's MarkEmpty and ClearEmpty actions on the

@@ -24,6 +24,8 @@ type Cloud interface {
 	ListOwned(ctx context.Context) ([]cloud.OwnedInstance, error)
 	LiveCatalog(ctx context.Context, zones []string) (*catalog.Catalog, error)
 	Unavailable() *cloud.UnavailableOfferings
+	// ResolveNodeClass resolves an EC2NodeClass's selectors to the status Karpenter writes.
+	ResolveNodeClass(ctx context.Context, nc *karpenter.EC2NodeClass) (cloud.Resolved, error)
 }
 
 // Deps are what one invocation works with. Production builds them from the

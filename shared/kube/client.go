@@ -27,6 +27,8 @@ type Cluster interface {
 	DeleteNodeClaim(ctx context.Context, name string) error
 	// Annotate merges annotations into a NodePool, EC2NodeClass or NodeClaim.
 	Annotate(ctx context.Context, kind, name string, annotations map[string]string) error
+	// UpdateNodeClassStatus writes an EC2NodeClass's resolved status when it changed.
+	UpdateNodeClassStatus(ctx context.Context, nc *karpenter.EC2NodeClass, resolved karpenter.EC2NodeClassStatus) (bool, error)
 	// SetEmpty records whether a NodeClaim's node is empty (the Empty condition).
 	SetEmpty(ctx context.Context, name string, empty bool, at time.Time) error
 	// Advance writes lifecycle transitions decided on st (registration,

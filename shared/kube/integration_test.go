@@ -862,3 +862,76 @@ func subset(want, got any, path string) (string, bool) {
 		return path, fmt.Sprint(want) == fmt.Sprint(got)
 	}
 }
+
+// TestNodeClassStatusAsFunctions: with only the permissions deploy/ grants the
+// functions, the EC2NodeClass status is written through the status subresource,
+// replacing every field another controller left (its capacity reservations, its
+// conditions), kubectl shows READY, and an unchanged status is not written again.
+func TestNodeClassStatusAsFunctions(t *testing.T) {
+	env := kubetest.Shared(t)
+	ctx := context.Background()
+	_, dyn := admin(t, env)
+	mustCreate(t, dyn, nodeClass("status-test"))
+	t.Cleanup(func() { _ = dyn.Resource(kube.NodeClassGVR).Delete(ctx, "status-test", metav1.DeleteOptions{}) })
+	karpenters := `{"status":{"amis":[{"id":"ami-0old","requirements":[]}],"capacityReservations":[{"availabilityZone":"us-east-1a","id":"cr-0old","instanceMatchCriteria":"open","instanceType":"p5.48xlarge","ownerID":"123456789012"}],` +
+		`"conditions":[{"type":"Ready","status":"False","reason":"UnhealthyDependents","message":"x","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
+	if _, err := dyn.Resource(kube.NodeClassGVR).Patch(ctx, "status-test", types.MergePatchType, []byte(karpenters), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	read := func() *karpenter.EC2NodeClass {
+		u, err := dyn.Resource(kube.NodeClassGVR).Get(ctx, "status-test", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := kube.NodeClassFromUnstructured(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nc
+	}
+	resolved := karpenter.EC2NodeClassStatus{
+		Subnets:         []karpenter.Subnet{{ID: "subnet-0a", Zone: "us-east-1a", ZoneID: "use1-az1"}},
+		SecurityGroups:  []karpenter.SecurityGroup{{ID: "sg-0a", Name: "nodes"}},
+		AMIs:            []karpenter.AMI{{ID: "ami-0new", Name: "al2023", Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}},
+		InstanceProfile: "test_123",
+		Conditions: []metav1.Condition{{Type: "AMIsReady", Status: metav1.ConditionTrue, Reason: "AMIsReady"},
+			{Type: karpenter.ConditionReady, Status: metav1.ConditionTrue, Reason: karpenter.ConditionReady}},
+	}
+	c := joinerClient(t, env, "status", nil)
+	wrote, err := c.UpdateNodeClassStatus(ctx, read(), resolved)
+	if err != nil || !wrote {
+		t.Fatalf("UpdateNodeClassStatus as joiner:functions: wrote %v, %v", wrote, err)
+	}
+	got := read()
+	if len(got.Status.CapacityReservations) != 0 || len(got.Status.AMIs) != 1 || got.Status.AMIs[0].ID != "ami-0new" || got.Status.InstanceProfile != "test_123" ||
+		len(got.Status.Subnets) != 1 || len(got.Status.SecurityGroups) != 1 || len(got.Status.Conditions) != 2 {
+		t.Fatalf("status after the write: %+v", got.Status)
+	}
+	for _, cd := range got.Status.Conditions {
+		if cd.LastTransitionTime.Year() == 2026 && cd.LastTransitionTime.Month() == time.January {
+			t.Errorf("condition %s changed status but kept lastTransitionTime %v", cd.Type, cd.LastTransitionTime)
+		}
+		if cd.ObservedGeneration != got.Generation {
+			t.Errorf("condition %s observedGeneration %d, generation %d", cd.Type, cd.ObservedGeneration, got.Generation)
+		}
+	}
+	if wrote, err := c.UpdateNodeClassStatus(ctx, got, resolved); err != nil || wrote {
+		t.Errorf("unchanged status: wrote %v, %v; want no write", wrote, err)
+	}
+	out, err := env.Kubectl("get", "ec2nodeclass", "status-test")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "status-test True ") {
+		t.Errorf("kubectl get ec2nodeclass:\n%s", out)
+	}
+	t.Logf("kubectl get ec2nodeclass status-test:\n%s", out)
+	// The functions may patch the status, not replace the class.
+	u, err := dyn.Resource(kube.NodeClassGVR).Get(ctx, "status-test", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dynamic.NewForConfigOrDie(functionsConfig(env)).Resource(kube.NodeClassGVR).Update(ctx, u, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("functions update ec2nodeclasses: %v, want Forbidden", err)
+	}
+}
