@@ -40,6 +40,13 @@ type Expectation struct {
 	CostRatio          *Range    `json:"costRatio,omitempty"`
 	Cost               *Range    `json:"cost,omitempty"`
 	Errors             *Range    `json:"errors,omitempty"`
+	// OnReleasedImage asks that every running instance Joiner owns runs an image a
+	// releaseAMI step published: every node from before the release was replaced.
+	OnReleasedImage *bool `json:"onReleasedImage,omitempty"`
+	// ReleasedKept asks that no instance launched from a released image was
+	// terminated: a node launched after the release is not drifted, so no node is
+	// replaced twice.
+	ReleasedKept *bool `json:"releasedKept,omitempty"`
 
 	// InMemoryOnly skips the check against a real API server, for checks that rest
 	// on object ages: the server stamps creationTimestamp with its own clock.
@@ -77,6 +84,7 @@ func (e Expectation) checks() []string {
 		"gone": e.Gone != "", "karpenterAdoptable": e.KarpenterAdoptable != nil,
 		"launched": e.Launched != nil, "terminated": e.Terminated != nil, "interruptions": e.Interruptions != nil,
 		"maxPodWait": e.MaxPodWait != nil, "costRatio": e.CostRatio != nil, "cost": e.Cost != nil, "errors": e.Errors != nil,
+		"onReleasedImage": e.OnReleasedImage != nil, "releasedKept": e.ReleasedKept != nil,
 	} {
 		if set {
 			out = append(out, name)
@@ -110,6 +118,7 @@ type view struct {
 	claims    []*karpenter.NodeClaim
 	instances []awssim.Instance // owned by the cluster, any state
 	res       *Result
+	released  map[string]bool // images releaseAMI steps published
 }
 
 func (e Expectation) check(v *view) Outcome {
@@ -171,8 +180,53 @@ func (e Expectation) evaluate(v *view) (bool, string) {
 		return e.Cost.in(r.Cost), fmt.Sprintf("$%.4f (want %s)", r.Cost, e.Cost)
 	case e.Errors != nil:
 		return e.Errors.in(float64(r.Errors)), fmt.Sprintf("%d failed invocation(s) (want %s)", r.Errors, e.Errors)
+	case e.OnReleasedImage != nil:
+		return onReleasedImage(v)
+	case e.ReleasedKept != nil:
+		return releasedKept(v)
 	}
 	return false, "no check"
+}
+
+func onReleasedImage(v *view) (bool, string) {
+	if len(v.released) == 0 {
+		return false, "no releaseAMI step has run"
+	}
+	var old []string
+	running := 0
+	for _, in := range v.instances {
+		if in.State != awssim.StateRunning && in.State != awssim.StatePending {
+			continue
+		}
+		running++
+		if !v.released[in.ImageID] {
+			old = append(old, in.ID+" ("+in.ImageID+")")
+		}
+	}
+	if len(old) > 0 {
+		slices.Sort(old)
+		return false, fmt.Sprintf("%d of %d running instance(s) still on an image from before the release: %s", len(old), running, strings.Join(old, ", "))
+	}
+	return true, fmt.Sprintf("all %d running instance(s) on released images", running)
+}
+
+func releasedKept(v *view) (bool, string) {
+	var gone []string
+	launched := 0
+	for _, in := range v.instances {
+		if !v.released[in.ImageID] {
+			continue
+		}
+		launched++
+		if in.State == awssim.StateShuttingDown || in.State == awssim.StateTerminated {
+			gone = append(gone, in.ID)
+		}
+	}
+	if len(gone) > 0 {
+		slices.Sort(gone)
+		return false, fmt.Sprintf("%d of %d instance(s) launched from a released image were terminated: %s", len(gone), launched, strings.Join(gone, ", "))
+	}
+	return true, fmt.Sprintf("none of %d instance(s) launched from a released image terminated", launched)
 }
 
 func (r *Range) in(x float64) bool {

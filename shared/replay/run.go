@@ -98,6 +98,8 @@ type run struct {
 	res      *Result
 	outcomes []*Outcome
 	nextHour time.Time
+	// released are the images releaseAMI steps published.
+	released map[string]bool
 }
 
 func (r *run) offset() time.Duration { return r.clock.Now().Sub(r.start) }

@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -82,6 +83,17 @@ type Step struct {
 	Forwarder     string              `json:"forwarder,omitempty"`
 	Faults        *awssim.FaultScript `json:"faults,omitempty"`
 	Terminate     *Selector           `json:"terminate,omitempty"`
+	ReleaseAMI    *ReleaseAMI         `json:"releaseAMI,omitempty"`
+}
+
+// ReleaseAMI has AWS ship a new build of an AMI family: every public SSM
+// parameter of the family for the cluster's Kubernetes version (what an alias
+// such as al2023@latest reads) then names a new image.
+type ReleaseAMI struct {
+	// Family is al2023, al2 or bottlerocket.
+	Family string `json:"family"`
+	// Release names the build (for example v20270101); the images are named after it.
+	Release string `json:"release"`
 }
 
 // Selector picks running instances Joiner launched: Select is any, spot, on-demand,
@@ -345,8 +357,13 @@ func (st Step) actions() []string {
 	add(st.Forwarder != "", "forwarder")
 	add(st.Faults != nil, "faults")
 	add(st.Terminate != nil, "terminate")
+	add(st.ReleaseAMI != nil, "releaseAMI")
 	return a
 }
+
+// releaseName is what an image name may carry (EC2: 3-128 of letters, digits
+// and ()[] ./-'@_; the family's prefix takes the rest).
+var releaseName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Functions are the names a step's function: may give.
 var Functions = []string{handlers.Provisioner, handlers.Interruption, handlers.Consolidator}
@@ -354,7 +371,7 @@ var Functions = []string{handlers.Provisioner, handlers.Interruption, handlers.C
 func (st Step) validate(ps *problems, field string, sc *Scenario) {
 	a := st.actions()
 	if len(a) != 1 {
-		ps.add(field, "want exactly one action (event, spotInterrupt, healthEvent, scale, apply, delete, forwarder, faults, terminate), got %v", a)
+		ps.add(field, "want exactly one action (event, spotInterrupt, healthEvent, scale, apply, delete, forwarder, faults, terminate, releaseAMI), got %v", a)
 		return
 	}
 	switch {
@@ -411,6 +428,14 @@ func (st Step) validate(ps *problems, field string, sc *Scenario) {
 			}
 		}
 		checkWindow(ps, p, h.StartIn, h.EndIn)
+	}
+	if rel := st.ReleaseAMI; rel != nil {
+		if !slices.Contains([]string{"al2023", "al2", "bottlerocket"}, rel.Family) {
+			ps.add(field+".releaseAMI.family", "%q: want al2023, al2 or bottlerocket", clip(rel.Family))
+		}
+		if !releaseName.MatchString(rel.Release) {
+			ps.add(field+".releaseAMI.release", "%q: want a build name of letters, digits, '.', '_' or '-' (1 to 64), such as v20270101", clip(rel.Release))
+		}
 	}
 	if st.Delete != "" && len(strings.Fields(st.Delete)) != 2 {
 		ps.add(field+".delete", "%q: want \"KIND NAMESPACE/NAME\"", st.Delete)

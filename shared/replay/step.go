@@ -67,7 +67,44 @@ func (r *run) step(ctx context.Context, st Step) error {
 		return err
 	case st.Terminate != nil:
 		return r.terminate(ctx, st.Terminate)
+	case st.ReleaseAMI != nil:
+		return r.releaseAMI(st.ReleaseAMI)
 	}
+	return nil
+}
+
+// releaseAMI publishes a new build of an AMI family behind its public parameters
+// for the cluster's Kubernetes version, and remembers the images for the
+// onReleasedImage and releasedKept expectations.
+func (r *run) releaseAMI(rel *ReleaseAMI) error {
+	version := ""
+	snap := r.sim.State()
+	for _, c := range snap.Clusters {
+		if c.Name == r.sc.Cluster {
+			version = c.Version
+		}
+	}
+	if version == "" {
+		return fmt.Errorf("releaseAMI: the simulated account has no EKS cluster %s to take the Kubernetes version from", r.sc.Cluster)
+	}
+	names, err := r.sim.ReleaseFamily(rel.Family, version, rel.Release)
+	if err != nil {
+		return fmt.Errorf("releaseAMI: %w", err)
+	}
+	values := map[string]string{}
+	for _, p := range r.sim.State().Parameters {
+		values[p.Name] = p.Value
+	}
+	if r.released == nil {
+		r.released = map[string]bool{}
+	}
+	var ids []string
+	for _, n := range names {
+		r.released[values[n]] = true
+		ids = append(ids, values[n])
+	}
+	sort.Strings(ids)
+	r.say("timeline", "AWS released %s %s for Kubernetes %s: %s", rel.Family, rel.Release, version, strings.Join(ids, ", "))
 	return nil
 }
 
@@ -227,5 +264,5 @@ func (r *run) view(ctx context.Context) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &view{cluster: r.sc.Cluster, real: r.opts.Server != nil, at: r.offset(), start: r.start, pods: pods.Items, nodes: nodes.Items, claims: st.NodeClaims, instances: r.owned(), res: r.res}, nil
+	return &view{cluster: r.sc.Cluster, real: r.opts.Server != nil, at: r.offset(), start: r.start, pods: pods.Items, nodes: nodes.Items, claims: st.NodeClaims, instances: r.owned(), res: r.res, released: r.released}, nil
 }
