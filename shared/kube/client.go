@@ -63,6 +63,9 @@ type Options struct {
 	Identity string
 	// PageSize is the list page size (DefaultPageSize when 0).
 	PageSize int
+	// CachedList reads pods with resourceVersion=0: from the watch cache on API
+	// servers older than 1.31 too, but in one unpaged response (see ReadState).
+	CachedList bool
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Log receives structured logs (slog.Default() when nil).

@@ -129,6 +129,9 @@ func (r *Recorder) record(ctx context.Context, e Event) error {
 	if err != nil {
 		return err
 	}
+	if d := DedupeInterval[e.Reason]; d > 0 && now.Sub(lastObserved(old)) < d {
+		return nil // said within the interval: no write
+	}
 	count := int32(2)
 	if old.Series != nil {
 		count = old.Series.Count + 1
@@ -138,6 +141,26 @@ func (r *Recorder) record(ctx context.Context, e Event) error {
 	})
 	_, err = r.client.Events(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
+}
+
+// DedupeInterval is, per Event reason, how long the same Event (object, reason and
+// note) is not written again: Karpenter's DedupeTimeout. A provisioner runs on every
+// pending-pods batch and every sweep, and without it wrote one FailedScheduling
+// update per unschedulable pod per run.
+var DedupeInterval = map[string]time.Duration{
+	ReasonFailedScheduling: 5 * time.Minute,
+}
+
+// lastObserved is when an Event was last said: its series' last observation, else
+// its eventTime (or, from an older writer, its deprecated lastTimestamp).
+func lastObserved(e *eventsv1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.DeprecatedLastTimestamp.Time
 }
 
 // PodRef, NodeRef and NodeClaimRef build the regarding references of Events.

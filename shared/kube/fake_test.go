@@ -253,3 +253,39 @@ func TestNominateEvents(t *testing.T) {
 		t.Fatalf("events %+v", evs.Items)
 	}
 }
+
+// TestFailedSchedulingAtMostOncePerInterval: a pod unschedulable on every run gets one
+// FailedScheduling write per reason per DedupeInterval, however often the provisioner
+// runs; a new reason is its own Event; after the interval the series counts again.
+func TestFailedSchedulingAtMostOncePerInterval(t *testing.T) {
+	cs := fake.NewClientset()
+	clients := ClientsOf(cs.CoreV1().Pods, cs.CoreV1().Nodes, cs.AppsV1().DaemonSets, cs.PolicyV1().PodDisruptionBudgets,
+		cs.CoordinationV1().Leases, cs.EventsV1().Events, nil)
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "apps", UID: "u1"}}
+	ctx := context.Background()
+	run := func() { // each provisioner invocation builds its own Client
+		New(clients, Options{ClusterName: "test", Identity: "unit", Now: func() time.Time { return now }}).FailedScheduling(ctx, p, "no NodePool allows gpu")
+	}
+	for i := 0; i < 30; i++ { // every 10 s for 5 minutes
+		run()
+		now = now.Add(10 * time.Second)
+	}
+	New(clients, Options{ClusterName: "test", Identity: "unit", Now: func() time.Time { return now }}).FailedScheduling(ctx, p, "exceeds the NodePool's cpu limit")
+	evs, _ := cs.EventsV1().Events("apps").List(ctx, metav1.ListOptions{})
+	if len(evs.Items) != 2 {
+		t.Fatalf("%d events, want one per reason", len(evs.Items))
+	}
+	for _, e := range evs.Items {
+		if e.Series != nil {
+			t.Errorf("event %q repeated within the interval: series %+v", e.Note, e.Series)
+		}
+	}
+	run() // 5 minutes after the first: said again
+	evs, _ = cs.EventsV1().Events("apps").List(ctx, metav1.ListOptions{})
+	for _, e := range evs.Items {
+		if strings.Contains(e.Note, "gpu") && (e.Series == nil || e.Series.Count != 2) {
+			t.Errorf("after the interval: series %+v, want count 2", e.Series)
+		}
+	}
+}

@@ -65,6 +65,10 @@ func (s *ClusterState) NodeClaimForNode(n *corev1.Node) *karpenter.NodeClaim {
 // DefaultPageSize is how many objects one list request returns.
 const DefaultPageSize = 1000
 
+// NonTerminalPods is the field selector of the pods a snapshot reads: neither
+// Succeeded nor Failed (the API server indexes status.phase for pods).
+const NonTerminalPods = "status.phase!=Succeeded,status.phase!=Failed"
+
 // ReadState lists pods, nodes, DaemonSets, PDBs, NodePools, EC2NodeClasses and
 // NodeClaims in pages and converts them into a ClusterState. The first pod page fixes a
 // resourceVersion; every other list is read at exactly that version, so the snapshot
@@ -76,7 +80,18 @@ func (c *Client) ReadState(ctx context.Context) (*ClusterState, error) {
 	if limit <= 0 {
 		limit = DefaultPageSize
 	}
-	first, err := c.clients.Core.Pods("").List(ctx, metav1.ListOptions{Limit: limit})
+	// The first page fixes the snapshot's resourceVersion. A consistent paged list is
+	// served from the API server's watch cache since Kubernetes 1.31 (consistent
+	// reads from cache) and its later pages since 1.34 (pagination from cache
+	// snapshots), so it costs etcd nothing and neither side holds every pod at once.
+	// resourceVersion=0 (Options.CachedList) is served from the cache by every
+	// version but ignores the limit: one response carries every pod.
+	// Finished pods stay on the server: they take no room and block nothing.
+	firstOpts := metav1.ListOptions{Limit: limit, FieldSelector: NonTerminalPods}
+	if c.opts.CachedList {
+		firstOpts.ResourceVersion = "0"
+	}
+	first, err := c.clients.Core.Pods("").List(ctx, firstOpts)
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
@@ -97,7 +112,7 @@ func (c *Client) ReadState(ctx context.Context) (*ClusterState, error) {
 	g.Go(func() error {
 		cont := first.Continue
 		for cont != "" {
-			page, err := c.clients.Core.Pods("").List(gctx, metav1.ListOptions{Limit: limit, Continue: cont})
+			page, err := c.clients.Core.Pods("").List(gctx, metav1.ListOptions{Limit: limit, Continue: cont, FieldSelector: NonTerminalPods})
 			if err != nil {
 				return fmt.Errorf("list pods (continue): %w", err)
 			}
@@ -218,10 +233,13 @@ func ptrs[T any](items []T) []*T {
 	out := make([]*T, len(items))
 	for i := range items {
 		out[i] = &items[i]
-		// managedFields are a large share of every object and nothing here reads
-		// them; dropping them keeps a 50,000-pod snapshot markedly smaller.
-		if m, ok := any(out[i]).(metav1.Object); ok {
-			m.SetManagedFields(nil)
+		switch o := any(out[i]).(type) {
+		case *corev1.Pod:
+			slimPod(o)
+		case *corev1.Node:
+			slimNode(o)
+		case metav1.Object:
+			slimMeta(o)
 		}
 	}
 	return out

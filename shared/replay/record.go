@@ -149,6 +149,7 @@ func (r *run) finish(ctx context.Context) error {
 	owned := r.owned()
 	r.instanceStats(owned)
 	r.costs(owned)
+	r.res.Bill = r.meter.bill(r.res.Simulated, r.res.Cost)
 	r.podStats()
 	v, err := r.view(ctx)
 	if err != nil {

@@ -24,6 +24,9 @@ func WriteSummary(w io.Writer, r *Result) {
 	row("$/hour over time", seriesLine(r, func(s Sample) string { return fmt.Sprintf("%.4f", s.Price) }))
 	row("total cost", fmt.Sprintf("$%.4f over %s (peak $%.4f/h, at most %d node(s))", r.Cost, fmtDur(r.Simulated), r.PeakPrice, r.MaxNodes))
 	row("lower bound", fmt.Sprintf("$%.4f for the same pods (cost %.2f× the bound)", r.LowerBound, r.CostRatio()))
+	usage, cost := billLines(r.Bill)
+	row("control plane", usage)
+	row("control plane cost", cost)
 	row("expectations", fmt.Sprintf("%d of %d met", len(r.Expectations)-r.Failed, len(r.Expectations)))
 	tw.Flush()
 	for _, o := range r.Expectations {

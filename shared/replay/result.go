@@ -36,6 +36,9 @@ type Result struct {
 	LowerBound float64 `json:"lowerBound"`
 	PeakPrice  float64 `json:"peakPricePerHour"`
 
+	// Bill is the control plane's own cost at the replay's rate.
+	Bill *Bill `json:"controlPlane,omitempty"`
+
 	Expectations []Outcome `json:"expectations"`
 	Failed       int       `json:"failed"`
 }

@@ -95,6 +95,7 @@ type run struct {
 	simEvents   int
 
 	rec      recorder
+	meter    *meter
 	res      *Result
 	outcomes []*Outcome
 	nextHour time.Time
@@ -229,7 +230,11 @@ func (r *run) invoke(ctx context.Context, fn string, payload []byte, why string)
 	var out []byte
 	var err error
 	if f := r.fns[fn]; f != nil {
+		wall, simAt := time.Now(), r.clock.Now()
 		out, err = f.Invoke(ictx, payload)
+		// Lambda bills the invocation's wall time: here the handler's own time plus
+		// the waits (drains, replacements) it spent on the simulated clock.
+		r.meter.invoked(fn, why, time.Since(wall)+r.clock.Now().Sub(simAt))
 	} else {
 		err = fmt.Errorf("no function %q (want %s)", fn, strings.Join(Functions, ", "))
 	}

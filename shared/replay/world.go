@@ -43,7 +43,8 @@ func newRun(ctx context.Context, sc *Scenario, opts Options) (*run, error) {
 	if logOut == nil {
 		logOut = io.Discard
 	}
-	r.log = handlers.NewLogger(logOut, "INFO")
+	r.meter = newMeter()
+	r.log = handlers.NewLogger(io.MultiWriter(logOut, logWriter{r.meter}), "INFO")
 	if err := r.startAWS(ctx, bundle); err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func newRun(ctx context.Context, sc *Scenario, opts Options) (*run, error) {
 			_ = r.close(ctx)
 			return nil, err
 		}
-		fn.MetricsOut = io.Discard
+		fn.MetricsOut = metricsWriter{r.meter}
 		r.fns[name] = fn
 	}
 	r.rec.init(r, bundle)

@@ -98,6 +98,9 @@ type Options struct {
 	// the service-account tokens it issues; empty keeps envtest's. An IAM OIDC
 	// provider (IRSA) needs an https URL without a port.
 	ServiceAccountIssuer string
+	// EtcdDataDir keeps etcd's data there (and leaves it on Stop), so a populated
+	// cluster can be reused by the next run; empty uses a temporary directory.
+	EtcdDataDir string
 }
 
 // StartWith starts a control plane with deploy/crds installed, configured by opts.
@@ -118,6 +121,9 @@ func StartWith(opts Options) (*Env, error) {
 		// envtest's default (20 s) is too short for kube-apiserver on a loaded 2-core
 		// machine: tests failed with "timeout waiting for process kube-apiserver".
 		ControlPlaneStartTimeout: 2 * time.Minute,
+	}
+	if opts.EtcdDataDir != "" {
+		te.ControlPlane.Etcd = &envtest.Etcd{DataDir: opts.EtcdDataDir}
 	}
 	if opts.ServiceAccountIssuer != "" {
 		te.ControlPlane.GetAPIServer().Configure().Set("service-account-issuer", opts.ServiceAccountIssuer)
