@@ -276,6 +276,14 @@ func (p *PendingPod) Validate() error {
 			errs = append(errs, fmt.Errorf("initContainers[%d].restartPolicy %q: only Always (a sidecar) is meaningful", i, *c.RestartPolicy))
 		}
 	}
+	if len(errs) == 0 {
+		// Each amount in range can still add up past it; the engine reads the pod
+		// ToPod builds, so that is what is bounded (the lists above name the field).
+		spec := p.ToPod().Spec
+		quantity.PodSpec(&spec, func(field string, name corev1.ResourceName, msg string) {
+			errs = append(errs, fmt.Errorf("%s: %s", name, msg))
+		})
+	}
 	return errors.Join(errs...)
 }
 

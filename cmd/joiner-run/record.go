@@ -23,6 +23,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
 	"github.com/joiner-autoscaler/joiner/events"
+	"github.com/joiner-autoscaler/joiner/shared/jsonerr"
 	"github.com/joiner-autoscaler/joiner/shared/replay"
 )
 
@@ -181,7 +182,7 @@ func parseEvent(raw []byte) (recorded, error) {
 		Message    *string         `json:"message"`
 	}
 	if err := json.Unmarshal(raw, &env); err != nil {
-		return recorded{}, fmt.Errorf("not JSON: %v", err)
+		return recorded{}, fmt.Errorf("not an event: %v", jsonerr.Describe(raw, err))
 	}
 	if env.Message != nil && env.DetailType == "" {
 		return parseEvent([]byte(*env.Message))

@@ -118,7 +118,7 @@ func TestRecordFromFile(t *testing.T) {
 	if !strings.Contains(stdout, "recorded 5 event(s) over 24m55s") || !strings.Contains(stdout, "left out: 1 scheduled event(s)") {
 		t.Errorf("stdout:\n%s", stdout)
 	}
-	if !strings.Contains(stderr, "day.jsonl:7: not JSON") {
+	if !strings.Contains(stderr, "day.jsonl:7: not an event: invalid JSON at line 1") {
 		t.Errorf("the non-event line is not reported: %s", stderr)
 	}
 	sc, err := replay.Load(out)

@@ -169,19 +169,32 @@ func Load(dir string) (*Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := yaml.YAMLToJSON(raw)
+	sc, err := Parse(dir, raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return sc, nil
+}
+
+// Parse reads the text of a scenario.yaml that lives in dir (the folder its paths
+// are relative to), as Load does.
+func Parse(dir string, raw []byte) (*Scenario, error) {
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
 	sc := &Scenario{}
 	if err := dec.Decode(sc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, jsonerr.Describe(nil, err))
+		return nil, jsonerr.Describe(nil, err)
+	}
+	if dec.More() {
+		return nil, errors.New("more than one document: a scenario is one YAML document")
 	}
 	sc.Dir, sc.Name = dir, filepath.Base(dir)
 	if err := sc.validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	sc.defaults()
 	return sc, nil

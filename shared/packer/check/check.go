@@ -843,7 +843,7 @@ func (c *checker) fitProblem(v *nodeView) string {
 			// Node disk is not always modelled; pod count is checked below.
 			continue
 		}
-		if amount(rn, q) > amount(rn, a) {
+		if exceeds(rn, q, a) {
 			problems = append(problems, fmt.Sprintf("%s %s > allocatable %s", rn, q.String(), a.String()))
 		}
 	}
@@ -1030,7 +1030,7 @@ func (c *checker) poolLimits() {
 			got := total[rn]
 			// A pool already over its limit (lowered after launch) is only the
 			// plan's fault if the plan adds to it.
-			if add := planned[rn]; add.Sign() > 0 && amount(rn, got) > amount(rn, lim) {
+			if add := planned[rn]; add.Sign() > 0 && exceeds(rn, got, lim) {
 				u := used[rn]
 				c.errorf("pool %s: %s limit %s exceeded: already running %s, plan adds %s", np.Name, rn, lim.String(), u.String(), qstr(planned[rn]))
 			} else if w := worst[rn]; add.Sign() > 0 && rn != karpenter.ResourceLimitsNodes && amount(rn, w) > amount(rn, lim) {

@@ -190,7 +190,7 @@ func (c *checker) withinLimits(h hypoNode) bool {
 	capacity := typeCapacity(h.typ)
 	capacity[karpenter.ResourceLimitsNodes] = *resourceOne()
 	for rn, l := range left {
-		if q, ok := capacity[rn]; ok && amount(rn, q) > amount(rn, l) {
+		if q, ok := capacity[rn]; ok && exceeds(rn, q, l) {
 			return false
 		}
 	}
@@ -217,7 +217,7 @@ func (c *checker) unschedulable() {
 	var repel []repeller
 	for _, u := range c.plan.Unschedulable {
 		p := c.pods[u.Pod]
-		if p == nil || !unconstrained(p) {
+		if p == nil || !unconstrained(p) || negativeQuantity(p) {
 			continue
 		}
 		if repel == nil {

@@ -1,6 +1,8 @@
 package check
 
 import (
+	"math"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -88,11 +90,52 @@ func maxInto(dst, src corev1.ResourceList) {
 	}
 }
 
-// milli returns a quantity in thousandths for cpu and in units otherwise, so that
-// fit checks compare integers.
+// amount returns a quantity in thousandths for cpu and in units otherwise, so that
+// fit checks compare integers as Kubernetes rounds them. Only for quantities
+// inInt64 says fit.
 func amount(name corev1.ResourceName, q resource.Quantity) int64 {
 	if name == corev1.ResourceCPU {
 		return q.MilliValue()
 	}
 	return q.Value()
+}
+
+// inInt64 reports whether amount can represent q: past it MilliValue and Value
+// give 0 or wrap, and a pod asking for 1e18 cores would seem to fit anywhere.
+func inInt64(name corev1.ResourceName, q resource.Quantity) bool {
+	limit := int64(math.MaxInt64)
+	if name == corev1.ResourceCPU {
+		limit /= 1000
+	}
+	return q.CmpInt64(limit) <= 0 && q.CmpInt64(-limit) >= 0
+}
+
+// exceeds reports whether q is more than a in the units Kubernetes compares; past
+// int64 the exact values are compared (rounding a thousandth no longer matters).
+func exceeds(name corev1.ResourceName, q, a resource.Quantity) bool {
+	if inInt64(name, q) && inInt64(name, a) {
+		return amount(name, q) > amount(name, a)
+	}
+	return q.Cmp(a) > 0
+}
+
+// negativeQuantity reports whether any amount a pod states is negative: the API
+// server refuses such a pod, and so may a plan.
+func negativeQuantity(p *corev1.Pod) bool {
+	neg := func(l corev1.ResourceList) bool {
+		for _, q := range l {
+			if q.Sign() < 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cs {
+			if neg(cs[i].Resources.Requests) || neg(cs[i].Resources.Limits) {
+				return true
+			}
+		}
+	}
+	return neg(p.Spec.Overhead) || p.Spec.Resources != nil && (neg(p.Spec.Resources.Requests) || neg(p.Spec.Resources.Limits))
 }
