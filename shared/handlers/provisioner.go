@@ -30,6 +30,11 @@ func runProvisioner(ctx context.Context, d *Deps, ev events.Event, sum *Summary)
 			sum.Action, sum.Ignored = "ignored", fmt.Sprintf("batch for cluster %q, not %q", e.Detail.Cluster, d.Config.ClusterName)
 			return nil
 		}
+		// The batch is only the trigger, so a malformed entry loses nothing (the
+		// pod is read from the cluster below); it is logged so the sender gets fixed.
+		for _, r := range e.Rejected {
+			d.log().Warn("Pending Pods entry refused", "pod", r.Namespace+"/"+r.Name, "reason", r.Reason)
+		}
 	case *events.ScheduledRule, *events.SchedulerTick:
 	default:
 		sum.Action, sum.Ignored = "ignored", fmt.Sprintf("%s is not a provisioner trigger", ev.Kind())
