@@ -9,7 +9,7 @@ FUNCTIONS := provisioner interruption consolidator
 LAMBDA_ARCH ?= arm64
 LDFLAGS := -s -w
 
-.PHONY: all build joiner functions forwarder size test lint replay bench bench-scale kube-assets clean
+.PHONY: all build joiner functions forwarder size test fuzz lint replay bench bench-scale kube-assets clean
 
 all: build
 
@@ -55,7 +55,24 @@ kube-assets:
 # failure here, not a skip (JOINER_REQUIRE_REAL_PARTS); plain `go test` skips saying why.
 test: lint kube-assets size node-tools
 	JOINER_REQUIRE_REAL_PARTS=1 $(GO) test -timeout 45m ./...
+	$(MAKE) fuzz
 	$(MAKE) test-infra
+
+# Every decoder a user or an event reaches, fuzzed for FUZZTIME each (Go runs one
+# fuzz target per invocation). `go test` alone replays each target's corpus, the
+# inputs committed in its package's testdata/fuzz/<target>/, where a failing input
+# found here is written too.
+FUZZTIME ?= 3s
+FUZZ_TARGETS := \
+	./shared/manifest:FuzzDecode ./shared/manifest:FuzzFastYAML ./shared/manifest:FuzzAssign \
+	./events:FuzzDecode ./shared/catalog:FuzzDecode ./shared/replay:FuzzParse \
+	./shared/awssim:FuzzServeHTTP ./shared/awssim:FuzzSeed \
+	./shared/packer/packertest:FuzzPlanFits ./cmd/joiner-run:FuzzParseEvent
+fuzz:
+	@set -eo pipefail; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$fn in $$pkg for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg | grep -v '^fuzz: elapsed'; \
+	done
 
 # Every scenario of testdata/scenarios replayed on the simulated AWS and an in-memory
 # cluster, through the functions' handlers; REPLAY_ARGS="001-heavy-app --chart replay.svg" narrows it.
