@@ -2,8 +2,10 @@ package packer
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // The improvement phase. The first fill places pods one at a time, hardest first,
@@ -237,12 +239,66 @@ func (s *solver) repack(g improveGroup, budget *int) {
 	if pool.maxNodes >= 0 && len(bins) > len(g.nodes) && pool.nodes+int64(len(bins)-len(g.nodes)) > pool.maxNodes {
 		return
 	}
-	s.applyRepack(g, bins)
+	var was []string
+	for _, n := range g.nodes {
+		i := s.cheapestFor(pool, n.z, n.used, n.pods)
+		if i < 0 || i > n.minIdx {
+			i = n.minIdx
+		}
+		was = append(was, pool.cands[n.z][i].it.Name)
+	}
+	s.applyRepack(g, bins, fmt.Sprintf("%d node(s) of the first fill (%s; $%.4f/h) repacked into %d ($%.4f/h)",
+		len(g.nodes), summarize(was), before, len(bins), after))
+}
+
+// summarize counts names: "3× m6i.4xlarge, r7i.xlarge".
+func summarize(names []string) string {
+	counts := map[string]int{}
+	var order []string
+	for _, n := range names {
+		if counts[n] == 0 {
+			order = append(order, n)
+		}
+		counts[n]++
+	}
+	parts := make([]string, 0, len(order))
+	for _, n := range order {
+		if counts[n] > 1 {
+			parts = append(parts, fmt.Sprintf("%d× %s", counts[n], n))
+		} else {
+			parts = append(parts, n)
+		}
+	}
+	if len(parts) > 6 {
+		parts = append(parts[:6], fmt.Sprintf("%d more type(s)", len(parts)-6))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// whyType is the explanation's account of the type: the dominant resource of the
+// pods it holds, what the type charges per unit of it, and what the improvement
+// phase replaced.
+func (s *solver) whyType(n *node, c *cand) string {
+	cpu, mem := float64(c.avail[dimCPU])/1000, float64(c.avail[dimMemory])/(1<<30)
+	if cpu <= 0 || mem <= 0 {
+		return ""
+	}
+	cpuShare, memShare := float64(n.used[dimCPU])/1000/cpu, float64(n.used[dimMemory])/(1<<30)/mem
+	dom, unit, per := "CPU", "vCPU", c.price/cpu
+	if memShare > cpuShare {
+		dom, unit, per = "memory", "GiB", c.price/mem
+	}
+	out := fmt.Sprintf("; its pods are %s-bound (%.0f%% of the CPU, %.0f%% of the memory it offers): $%.4f per allocatable %s-hour",
+		dom, 100*cpuShare, 100*memShare, per, unit)
+	if n.improvedFrom == "" {
+		return out + "; kept from the first fill"
+	}
+	return out + "; chosen by the improvement phase, which valued each pod at the price of its dominant resource and opened each node on the type buying the most of that per dollar: " + n.improvedFrom
 }
 
 // applyRepack moves the group's pods into the new packing, reusing the group's
 // nodes (a node changing zone keeps nothing zonal: its pods carry no topology).
-func (s *solver) applyRepack(g improveGroup, bins []*bin) {
+func (s *solver) applyRepack(g improveGroup, bins []*bin, why string) {
 	pool := g.pool
 	targets := make([]*node, len(bins))
 	for i, b := range bins {
@@ -278,6 +334,7 @@ func (s *solver) applyRepack(g improveGroup, bins []*bin) {
 		s.zoneNew[n.z]--
 	}
 	for _, n := range targets {
+		n.improvedFrom = why
 		n.compat = allCompat(len(n.compat))
 		s.refreshCompat(n)
 	}

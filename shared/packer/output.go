@@ -198,7 +198,7 @@ func (s *solver) newNode(n *node, pods []string) (nn NewNode, why string) {
 		nn.Explain = fmt.Sprintf("%s %s in %s at $%.4f/h: the cheapest of %d instance types that hold its %d pod(s) "+
 			"(requests %s; allocatable less DaemonSets %s) in NodePool %s (weight %d)%s",
 			c.ct, c.it.Name, nn.Zone, c.price, fitting, len(pods), s.dims.describe(n.used), s.dims.describe(c.avail),
-			n.pool.name, n.pool.weight, minValuesNote)
+			n.pool.name, n.pool.weight, minValuesNote) + s.whyType(n, c)
 	}
 	return nn, ""
 }

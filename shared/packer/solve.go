@@ -102,6 +102,9 @@ type node struct {
 	ports map[portKey]bool
 	ref   slackRef
 	tree  *btree.BTreeG[slackRef]
+	// improvedFrom says what the improvement phase replaced ("" when it did not
+	// touch the node); see improve.go.
+	improvedFrom string
 }
 
 // slackRef orders nodes by free memory, then cpu: a best-fit index.

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
@@ -39,5 +40,25 @@ func TestOrdinaryShapesNearBound(t *testing.T) {
 				t.Errorf("cost / bound %.3f > 1.09", ratio)
 			}
 		})
+	}
+}
+
+// --explain says per new node which resource its pods are bound by, what the type
+// charges per unit of it, and, for nodes the improvement phase chose, what it
+// replaced.
+func TestExplainSaysWhyType(t *testing.T) {
+	snap := ShapesSnapshot(catalog.Embedded(), ordinaryShapes, false, "amd64")
+	plan := packer.Solve(snap, packer.Options{Explain: true})
+	improved := 0
+	for _, n := range plan.NewNodes {
+		if !strings.Contains(n.Explain, "-bound (") || !strings.Contains(n.Explain, "per allocatable") {
+			t.Errorf("%s: explanation names no dominant resource or unit price: %s", n.Name, n.Explain)
+		}
+		if strings.Contains(n.Explain, "repacked into") && strings.Contains(n.Explain, "first fill (") {
+			improved++
+		}
+	}
+	if improved == 0 {
+		t.Errorf("no node says what the improvement phase replaced: %s", plan.NewNodes[0].Explain)
 	}
 }
