@@ -15,6 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/facts"
@@ -143,39 +145,14 @@ func loadSnapshot(paths []string, catalogPath, region string, stderr io.Writer) 
 	} else if region != cat.Region {
 		return nil, nil, "", fmt.Errorf("the catalog covers %s, not %s: pass --catalog with a %s catalog", cat.Region, region, region)
 	}
-	snap := &packer.Snapshot{NodePools: b.NodePools, NodeClasses: b.NodeClasses, DaemonSets: b.DaemonSets, Catalog: cat}
-	byNode := map[string]int{}
-	for _, n := range b.Nodes {
-		byNode[n.Name] = len(snap.Nodes)
-		snap.Nodes = append(snap.Nodes, packer.NodeState{Node: n})
-	}
-	for _, p := range b.Pods {
-		if p.Spec.NodeName == "" {
-			if facts.IsTerminal(p) {
-				continue
-			}
-			snap.Pods = append(snap.Pods, p)
-			continue
-		}
-		if i, ok := byNode[p.Spec.NodeName]; ok {
-			snap.Nodes[i].Pods = append(snap.Nodes[i].Pods, p)
-		}
-	}
-	registered := map[string]bool{}
-	for _, n := range b.Nodes {
-		registered[n.Spec.ProviderID] = n.Spec.ProviderID != ""
-	}
-	for _, c := range b.NodeClaims {
-		if c.Status.NodeName != "" {
-			if _, ok := byNode[c.Status.NodeName]; ok {
-				continue // its Node is listed: the Node is the capacity
-			}
-		}
-		if c.Status.ProviderID != "" && registered[c.Status.ProviderID] {
-			continue
-		}
-		snap.InFlight = append(snap.InFlight, c)
-	}
+	// One rule with the functions (packer.Assemble): a NodeClaim being deleted is no
+	// capacity, and a registered Node whose NodeClaim is not initialized is that
+	// claim in flight, not a node whose startup and not-ready taints are permanent.
+	// A manifest has no status, so every unbound pod needs a node.
+	unbound := func(p *corev1.Pod) bool { return p.Spec.NodeName == "" && !facts.IsTerminal(p) }
+	assembled, _, _ := packer.Assemble(b.Nodes, b.Pods, b.NodeClaims, unbound)
+	snap := &packer.Snapshot{Pods: assembled.Pods, Nodes: assembled.Nodes, InFlight: assembled.InFlight,
+		NodePools: b.NodePools, NodeClasses: b.NodeClasses, DaemonSets: b.DaemonSets, Catalog: cat}
 	return snap, lc.prep, region, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -111,5 +113,98 @@ func TestPlanUsageErrors(t *testing.T) {
 	if code := dispatch(context.Background(), []string{"plan", "-f", "../../testdata/seeds/001-heavy-app-fixed", "--region", "eu-west-1"}, &out, &errb); code != 1 ||
 		!strings.Contains(errb.String(), "eu-west-1") {
 		t.Errorf("region mismatch: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// inFlightManifests is seed 001's pool, a pending pod asking for 1 CPU, and a
+// NodeClaim for an m5.large whose Node, when registered, is still starting: tainted
+// node.kubernetes.io/not-ready and the pool's startup taint, not yet initialized.
+func inFlightManifests(t *testing.T, registered, deleting bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	pool, err := os.ReadFile("../../testdata/seeds/001-heavy-app-fixed/nodepool.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deletion := ""
+	if deleting {
+		deletion = "\n  deletionTimestamp: \"2026-01-01T00:00:00Z\"\n  finalizers: [karpenter.sh/termination]"
+	}
+	docs := `apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default}
+spec:
+  containers: [{name: app, image: nginx, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: default-abcde
+  labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.large, topology.kubernetes.io/zone: us-east-1a, karpenter.sh/capacity-type: on-demand, kubernetes.io/arch: amd64}` + deletion + `
+spec:
+  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  startupTaints: [{key: example.com/agent-not-ready, effect: NoSchedule}]
+  requirements:
+  - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+status:
+  providerID: aws:///us-east-1a/i-0123456789abcdef0
+  nodeName: ip-10-0-1-1.ec2.internal
+  capacity: {cpu: "2", memory: 7910Mi, pods: "29"}
+  allocatable: {cpu: 1930m, memory: 7220Mi, pods: "29"}
+  conditions:
+  - {type: Launched, status: "True", reason: Launched, message: "", lastTransitionTime: "2026-01-01T00:00:00Z"}
+  - {type: Initialized, status: Unknown, reason: NotInitialized, message: "", lastTransitionTime: "2026-01-01T00:00:00Z"}
+`
+	if registered {
+		docs += `---
+apiVersion: v1
+kind: Node
+metadata:
+  name: ip-10-0-1-1.ec2.internal
+  labels: {karpenter.sh/nodepool: default, karpenter.sh/registered: "true", node.kubernetes.io/instance-type: m5.large, topology.kubernetes.io/zone: us-east-1a, karpenter.sh/capacity-type: on-demand, kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: ip-10-0-1-1.ec2.internal}
+spec:
+  providerID: aws:///us-east-1a/i-0123456789abcdef0
+  taints:
+  - {key: node.kubernetes.io/not-ready, effect: NoSchedule}
+  - {key: example.com/agent-not-ready, effect: NoSchedule}
+status:
+  capacity: {cpu: "2", memory: 7910Mi, pods: "29"}
+  allocatable: {cpu: 1930m, memory: 7220Mi, pods: "29"}
+`
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nodepool.yaml"), pool, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(docs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// joiner plan reads a cluster's NodeClaims as the functions do (kube.Assemble), as
+// Karpenter's scheduler counts them (scheduling suite_test.go: "should assume pod
+// will schedule to a tainted node with a custom startup taint", "should assume pod
+// will schedule to a node with ephemeral taint node.kubernetes.io/not-ready:NoExecute
+// when the node is uninitialized", "should launch a second node if an in-flight
+// node is terminating").
+func TestPlanInFlightNodeClaims(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		registered, deleting bool
+		inFlight             bool // the pod goes to the claim, else to a new node
+	}{
+		{"launched, not registered", false, false, true},
+		{"registered, startup and not-ready taints", true, false, true},
+		{"deleting, not registered", false, true, false},
+		{"deleting, registered", true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := planSeed(t, inFlightManifests(t, tc.registered, tc.deleting))
+			onClaim := len(plan.ExistingNodes) == 1 && len(plan.ExistingNodes[0].Pods) == 1
+			if onClaim != tc.inFlight || (tc.inFlight && len(plan.NewNodes) != 0) || (!tc.inFlight && len(plan.NewNodes) != 1) {
+				t.Errorf("want the pod on the in-flight claim: %v; got existing %+v, new %d, unschedulable %+v",
+					tc.inFlight, plan.ExistingNodes, len(plan.NewNodes), plan.Unschedulable)
+			}
+		})
 	}
 }

@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -245,78 +244,11 @@ func ptrs[T any](items []T) []*T {
 	return out
 }
 
-// assemble sorts pods into pending and per-node lists and splits nodes whose NodeClaim
-// is not initialized yet into in-flight capacity.
+// assemble fills st's snapshot and PodsByNode from its nodes, claims and pods.
 func assemble(st *ClusterState, pods []*corev1.Pod) {
-	st.PodsByNode = make(map[string][]*corev1.Pod, len(st.AllNodes))
-	st.NominatedByNode = map[string][]*corev1.Pod{}
-	names := make(map[string]bool, len(st.AllNodes))
-	for _, n := range st.AllNodes {
-		names[n.Name] = true
-	}
-	for _, p := range pods {
-		switch {
-		case p.Spec.NodeName != "":
-			if !facts.IsTerminal(p) {
-				st.PodsByNode[p.Spec.NodeName] = append(st.PodsByNode[p.Spec.NodeName], p)
-			}
-		case facts.IsPending(p):
-			st.Snapshot.Pods = append(st.Snapshot.Pods, p)
-		case facts.IsNominated(p) && names[p.Status.NominatedNodeName]:
-			st.NominatedByNode[p.Status.NominatedNodeName] = append(st.NominatedByNode[p.Status.NominatedNodeName], p)
-		case facts.IsNominated(p) && facts.Unschedulable(p):
-			// Nominated to a node that is gone: nothing holds room for it any more.
-			st.Snapshot.Pods = append(st.Snapshot.Pods, p)
-		}
-	}
-	claimByProvider := make(map[string]*karpenter.NodeClaim, len(st.NodeClaims))
-	for _, nc := range st.NodeClaims {
-		if nc.Status.ProviderID != "" {
-			claimByProvider[nc.Status.ProviderID] = nc
-		}
-	}
-	nodeByProvider := make(map[string]*corev1.Node, len(st.AllNodes))
-	for _, n := range st.AllNodes {
-		if n.Spec.ProviderID != "" {
-			nodeByProvider[n.Spec.ProviderID] = n
-		}
-		nc := claimByProvider[n.Spec.ProviderID]
-		if nc != nil && nc.DeletionTimestamp == nil && !ConditionTrue(nc.Status.Conditions, karpenter.ConditionInitialized) {
-			continue // counted as in-flight below
-		}
-		on := st.PodsByNode[n.Name]
-		if nom := st.NominatedByNode[n.Name]; len(nom) > 0 {
-			on = append(slices.Clip(on), nom...)
-		}
-		st.Snapshot.Nodes = append(st.Snapshot.Nodes, packer.NodeState{Node: n, Pods: on})
-	}
-	for _, nc := range st.NodeClaims {
-		if nc.DeletionTimestamp != nil || ConditionTrue(nc.Status.Conditions, karpenter.ConditionInitialized) {
-			continue
-		}
-		if n := nodeByProvider[nc.Status.ProviderID]; n != nil && nc.Status.ProviderID != "" {
-			if on := append(slices.Clip(st.PodsByNode[n.Name]), st.NominatedByNode[n.Name]...); len(on) > 0 {
-				nc = withoutBoundPods(nc, on)
-			}
-		}
-		st.Snapshot.InFlight = append(st.Snapshot.InFlight, nc)
-	}
-}
-
-// withoutBoundPods returns a copy of nc whose allocatable excludes what the pods already
-// bound to its (registered, not yet initialized) node request, so in-flight capacity is
-// not offered twice.
-func withoutBoundPods(nc *karpenter.NodeClaim, pods []*corev1.Pod) *karpenter.NodeClaim {
-	cp := *nc
-	alloc := nc.Status.Allocatable.DeepCopy()
-	if alloc == nil {
-		alloc = corev1.ResourceList{}
-	}
-	for _, p := range pods {
-		facts.SubtractPod(alloc, facts.PodRequests(p))
-	}
-	cp.Status.Allocatable = alloc
-	return &cp
+	snap, byNode, nominated := packer.Assemble(st.AllNodes, pods, st.NodeClaims, facts.IsPending)
+	st.Snapshot.Pods, st.Snapshot.Nodes, st.Snapshot.InFlight = snap.Pods, snap.Nodes, snap.InFlight
+	st.PodsByNode, st.NominatedByNode = byNode, nominated
 }
 
 // ConditionTrue reports whether conditions hold typ with status True.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
 
 func pod(name, node string, cpu string, mut ...func(*corev1.Pod)) *corev1.Pod {
@@ -127,7 +128,12 @@ func TestInFlightRoomCountsSidecars(t *testing.T) {
 	})
 	nc := claim("c", "aws:///us-east-1a/i-0abc", false)
 	nc.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")}
-	got := withoutBoundPods(nc, []*corev1.Pod{withSidecar, limitsOnly})
+	st := &ClusterState{AllNodes: []*corev1.Node{node("starting", "aws:///us-east-1a/i-0abc")}, NodeClaims: []*karpenter.NodeClaim{nc}}
+	assemble(st, []*corev1.Pod{withSidecar, limitsOnly})
+	if len(st.Snapshot.InFlight) != 1 {
+		t.Fatalf("in-flight %d, want the claim", len(st.Snapshot.InFlight))
+	}
+	got := st.Snapshot.InFlight[0]
 	// meshed: max(1 + 500m, 1200m + 500m) + 100m = 1800m; limits: 250m. 4 - 2050m.
 	if q := got.Status.Allocatable[corev1.ResourceCPU]; q.Cmp(resource.MustParse("1950m")) != 0 {
 		t.Errorf("in-flight cpu %s, want 1950m (the sidecar runs beside the app and the later init container)", q.String())
@@ -177,4 +183,36 @@ func findCond(conds []metav1.Condition, typ string) metav1.Condition {
 		}
 	}
 	return metav1.Condition{}
+}
+
+// TestAssembleMatchesClaimsAsKarpenter: a claim finds its Node by providerID or,
+// without one, by status.nodeName; a Node labelled karpenter.sh/initialized is
+// initialized whatever the claim's condition says yet (Karpenter's StateNode reads
+// the label); a deleting claim is never capacity.
+func TestAssembleMatchesClaimsAsKarpenter(t *testing.T) {
+	byName := claim("c-named", "", false)
+	byName.Status.NodeName = "named"
+	labelled := claim("c-labelled", "aws:///z/i-5", false)
+	initNode := node("labelled", "aws:///z/i-5")
+	initNode.Labels = map[string]string{karpenter.NodeInitializedLabelKey: "true"}
+	deleting := claim("c-deleting", "aws:///z/i-6", false)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	snap, _, _ := packer.Assemble([]*corev1.Node{node("named", ""), initNode, node("draining", "aws:///z/i-6")},
+		[]*corev1.Pod{pod("on-named", "named", "1")}, []*karpenter.NodeClaim{byName, labelled, deleting}, func(*corev1.Pod) bool { return false })
+	var nodeNames, inFlight []string
+	for _, ns := range snap.Nodes {
+		nodeNames = append(nodeNames, ns.Node.Name)
+	}
+	for _, nc := range snap.InFlight {
+		inFlight = append(inFlight, nc.Name)
+	}
+	if len(nodeNames) != 2 || nodeNames[0] != "labelled" || nodeNames[1] != "draining" {
+		t.Errorf("nodes %v, want [labelled draining]", nodeNames)
+	}
+	if len(inFlight) != 1 || inFlight[0] != "c-named" {
+		t.Fatalf("in-flight %v, want [c-named]", inFlight)
+	}
+	if q := snap.InFlight[0].Status.Allocatable[corev1.ResourceCPU]; q.String() != "3" {
+		t.Errorf("c-named cpu %s, want 3 (4 minus the pod bound to its node, found by name)", q.String())
+	}
 }
