@@ -54,6 +54,7 @@ const (
 	CtxDryRun                  = "dryRun"
 	CtxRecordQueue             = "recordQueue"
 	CtxBootstrapTokenParameter = "bootstrapTokenParameter"
+	CtxBootstrapTokenSecretArn = "bootstrapTokenSecretArn"
 	CtxLogLevel                = "logLevel"
 	CtxLogRetentionDays        = "logRetentionDays"
 	CtxAlarmTopicArn           = "alarmTopicArn"
@@ -92,8 +93,11 @@ type Config struct {
 	// `joiner record --queue` to turn a production day into a replay scenario.
 	RecordQueue bool
 	// BootstrapTokenParameter is the SSM parameter holding a kubeadm join token for
-	// self-managed clusters; empty for EKS unless set.
+	// self-managed clusters; empty for EKS unless set. The node role may read it.
 	BootstrapTokenParameter string
+	// BootstrapTokenSecretArn is a Secrets Manager secret holding the token
+	// instead; the node role may read it (and no parameter).
+	BootstrapTokenSecretArn string
 	LogLevel                string
 	LogRetentionDays        int
 	AlarmTopicArn           string
@@ -211,6 +215,7 @@ func ConfigFromContext(get Getter) (Config, error) {
 		DryRun:                  boolean(CtxDryRun, false),
 		RecordQueue:             boolean(CtxRecordQueue, false),
 		BootstrapTokenParameter: str(CtxBootstrapTokenParameter, ""),
+		BootstrapTokenSecretArn: str(CtxBootstrapTokenSecretArn, ""),
 		LogLevel:                strings.ToUpper(str(CtxLogLevel, "INFO")),
 		AlarmTopicArn:           str(CtxAlarmTopicArn, ""),
 		DistDir:                 str(CtxDistDir, "../dist"),
@@ -259,7 +264,7 @@ func ConfigFromContext(get Getter) (Config, error) {
 		} else if !secretArnPattern.MatchString(c.SecretArn) {
 			bad(CtxClusterSecretArn, "%q is not a Secrets Manager secret ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<suffix>)", c.SecretArn)
 		}
-		if c.BootstrapTokenParameter == "" {
+		if c.BootstrapTokenParameter == "" && c.BootstrapTokenSecretArn == "" {
 			c.BootstrapTokenParameter = "/joiner/" + c.ClusterName + "/bootstrap-token"
 		}
 		if get(CtxNodeAccessEntry) != nil && c.NodeAccessEntry {
@@ -268,6 +273,12 @@ func ConfigFromContext(get Getter) (Config, error) {
 		c.NodeAccessEntry = false
 	default:
 		bad(CtxClusterKind, "%q: want eks or self-managed", c.Kind)
+	}
+	switch {
+	case c.BootstrapTokenSecretArn != "" && c.BootstrapTokenParameter != "":
+		bad(CtxBootstrapTokenSecretArn, "set either %s or %s: the node reads the token from one place", CtxBootstrapTokenParameter, CtxBootstrapTokenSecretArn)
+	case c.BootstrapTokenSecretArn != "" && !secretArnPattern.MatchString(c.BootstrapTokenSecretArn):
+		bad(CtxBootstrapTokenSecretArn, "%q is not a Secrets Manager secret ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<suffix>)", c.BootstrapTokenSecretArn)
 	}
 	if c.BootstrapTokenParameter != "" && (!ssmNamePattern.MatchString(c.BootstrapTokenParameter) || strings.HasPrefix(c.BootstrapTokenParameter, "/aws/")) {
 		bad(CtxBootstrapTokenParameter, "%q: want an SSM parameter name like /joiner/<cluster>/bootstrap-token (not under /aws/)", c.BootstrapTokenParameter)

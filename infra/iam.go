@@ -193,13 +193,6 @@ func functionStatements(cfg Config, a arns, nodeRoleArn, clusterArn string) []st
 			Resources: []string{"*"},
 		},
 	}...)
-	if cfg.BootstrapTokenParameter != "" {
-		st = append(st, statement{
-			Sid:       "SSMReadBootstrapToken",
-			Actions:   []string{"ssm:GetParameter"},
-			Resources: []string{"arn:" + a.partition + ":ssm:" + a.region + ":" + a.account + ":parameter" + cfg.BootstrapTokenParameter},
-		})
-	}
 	switch cfg.Kind {
 	case KindEKS:
 		st = append(st, statement{
@@ -282,4 +275,18 @@ func instanceProfileStatements(cfg Config, a arns) []statement {
 			},
 		},
 	}
+}
+
+// nodeTokenStatements let nodes read the kubeadm bootstrap token at boot: exactly
+// the configured SSM parameter or Secrets Manager secret, nothing else. Joiner's
+// functions never read it (it would end up in launch templates).
+func nodeTokenStatements(cfg Config, a arns) []statement {
+	switch {
+	case cfg.BootstrapTokenSecretArn != "":
+		return []statement{{Sid: "ReadBootstrapTokenSecret", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []string{cfg.BootstrapTokenSecretArn}}}
+	case cfg.BootstrapTokenParameter != "":
+		return []statement{{Sid: "ReadBootstrapTokenParameter", Actions: []string{"ssm:GetParameter"},
+			Resources: []string{"arn:" + a.partition + ":ssm:" + a.region + ":" + a.account + ":parameter" + cfg.BootstrapTokenParameter}}}
+	}
+	return nil
 }

@@ -120,6 +120,9 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 			Reason: jsii.String("The node role carries the AWS-managed policies EKS documents for worker nodes (AmazonEKSWorkerNodePolicy, " +
 				"AmazonEC2ContainerRegistryReadOnly, AmazonSSMManagedInstanceCore), as Karpenter's node role does; AWS keeps them current with the kubelet's needs."),
 		})
+		for _, stmt := range nodeTokenStatements(cfg, a) {
+			r.AddToPolicy(stmt.cdk())
+		}
 		nodeRole = r
 	} else {
 		nodeRole = awsiam.Role_FromRoleArn(st, jsii.String("NodeRole"), jsii.String(cfg.NodeRoleArn), &awsiam.FromRoleArnOptions{Mutable: jsii.Bool(false)})

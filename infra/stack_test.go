@@ -456,8 +456,6 @@ func expectedFunctionStatements(s *synthesized) map[string]map[string]any {
 			"Resource": "arn:" + partition + ":eks:" + region + ":" + account + ":cluster/" + s.cfg.ClusterName}
 	case KindSelfManaged:
 		want["ReadClusterSecret"] = map[string]any{"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secretArn}
-		want["SSMReadBootstrapToken"] = map[string]any{"Effect": "Allow", "Action": "ssm:GetParameter",
-			"Resource": "arn:" + partition + ":ssm:" + region + ":" + account + ":parameter/joiner/" + s.cfg.ClusterName + "/bootstrap-token"}
 	}
 	return want
 }
@@ -695,8 +693,15 @@ func TestNodeRole(t *testing.T) {
 		if len(trust) != 1 || !reflect.DeepEqual(trust[0], map[string]any{"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": map[string]any{"Service": "ec2.amazonaws.com"}}) {
 			t.Errorf("node trust %s", asJSON(trust))
 		}
-		if len(s.policyStatements(t, "NodeRoleB5643E21")) != 0 {
-			t.Error("node role has inline policies")
+		// Nodes of a self-managed cluster read the kubeadm bootstrap token at boot:
+		// exactly that parameter, nothing else (Joiner's functions never read it).
+		want := []map[string]any{}
+		if s.cfg.Kind == KindSelfManaged {
+			want = append(want, map[string]any{"Sid": "ReadBootstrapTokenParameter", "Effect": "Allow", "Action": "ssm:GetParameter",
+				"Resource": "arn:" + partition + ":ssm:" + region + ":" + account + ":parameter/joiner/" + s.cfg.ClusterName + "/bootstrap-token"})
+		}
+		if got := s.policyStatements(t, "NodeRoleB5643E21"); !reflect.DeepEqual(append([]map[string]any{}, got...), want) {
+			t.Errorf("node role policy %s, want %s", asJSON(got), asJSON(want))
 		}
 	})
 }

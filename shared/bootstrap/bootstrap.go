@@ -15,8 +15,8 @@
 // family's agent expects. Rendering is pure: no I/O, and the same Options give
 // byte-identical output, so launch templates can be keyed by its hash.
 //
-// The output can carry a kubeadm bootstrap token (Custom family). Callers must
-// never log it.
+// The output never carries a bootstrap token: Custom user data reads it on the
+// instance (see AnnotationTokenParameter).
 package bootstrap
 
 import (
@@ -63,9 +63,6 @@ type Options struct {
 // CustomValues are the self-managed-cluster values the Custom family's
 // placeholders can insert.
 type CustomValues struct {
-	// BootstrapToken is the kubeadm bootstrap token read at launch time. Empty when
-	// the token is fetched on the instance (Token.OnInstance) or not configured.
-	BootstrapToken string
 	// CACertHash is the kubeadm discovery CA certificate hash, hex, without the
 	// "sha256:" prefix (which is stripped when present).
 	CACertHash string

@@ -98,9 +98,6 @@ func (f fixture) options(t *testing.T, c cluster, maxPods int32) Options {
 	if f.class.Spec.UserData != nil {
 		o.UserData = *f.class.Spec.UserData
 	}
-	if src.Configured() && !src.OnInstance {
-		o.Custom.BootstrapToken = testToken
-	}
 	return o
 }
 
@@ -172,14 +169,19 @@ func TestSeed002CustomFillsEveryPlaceholder(t *testing.T) {
 	}
 }
 
-func TestSeed002CPUCarriesLaunchTimeToken(t *testing.T) {
+// TestSeed002CPUFetchesTokenBeforeUse: without {{ .BootstrapTokenFetch }} in
+// the script, the line that reads the token on the instance goes before the
+// command that first uses it (before its first continued line), under the
+// script's own set -e.
+func TestSeed002CPUFetchesTokenBeforeUse(t *testing.T) {
 	f := loadFixture(t, "seed002-cpu.yaml")
 	got, err := Custom(f.options(t, kubean, 29))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(got, "--token "+testToken+" \\") {
-		t.Errorf("launch-time token not inserted:\n%s", got)
+	fetch := `JOINER_BOOTSTRAP_TOKEN="$(aws ssm get-parameter --region 'us-east-1' --name '/kubean/bootstrap-token' --with-decryption --query Parameter.Value --output text)" || { echo "joiner: cannot read the bootstrap token from SSM parameter /kubean/bootstrap-token" >&2; exit 1; }`
+	if !strings.Contains(got, "systemctl start containerd\n"+fetch+"\nkubeadm join https://api.kubean.example:6443 \\\n  --token ${JOINER_BOOTSTRAP_TOKEN} \\") || strings.Count(got, "aws ssm") != 1 {
+		t.Errorf("token fetch not first, or token not referenced:\n%s", got)
 	}
 	if !strings.Contains(got, "--register-with-taints=karpenter.sh/unregistered:NoExecute --node-labels=karpenter.sh/nodepool=workload-general,node.lifecycle=karpenter,workload-tier=general\"") {
 		t.Errorf("CPU user data lacks the seed's taint and label flags:\n%s", got)
@@ -384,7 +386,7 @@ func TestRenderErrors(t *testing.T) {
 		{"unknown placeholder", Custom, with(func(o *Options) { o.UserData = "kubeadm join {{ .ClusterEndpont }}" }), "unknown placeholder {{ .ClusterEndpont }}"},
 		{"template syntax", Custom, with(func(o *Options) { o.UserData = "kubeadm join {{ .ClusterEndpoint " }), "not a valid template"},
 		{"token without source", Custom, with(func(o *Options) { o.UserData = "--token {{ .BootstrapToken }}" }), AnnotationTokenParameter},
-		{"fetch without annotation", Custom, with(func(o *Options) { o.UserData = "{{ .BootstrapTokenFetch }}" }), AnnotationTokenFetch},
+		{"fetch without annotation", Custom, with(func(o *Options) { o.UserData = "{{ .BootstrapTokenFetch }}" }), AnnotationTokenParameter},
 		{"hash missing", Custom, with(func(o *Options) { o.UserData = "sha256:{{ .CACertHash }}" }), AnnotationCACertHash},
 		{"empty custom", Custom, base, "spec.userData is empty"},
 		{"al2023 without cidr", Nodeadm, with(func(o *Options) { o.ClusterCIDR = "" }), "cluster service CIDR"},
@@ -470,14 +472,14 @@ func TestNodeTaintsUnregisteredOnceAndFirst(t *testing.T) {
 
 func TestTokenSourceFromAnnotations(t *testing.T) {
 	s, err := TokenSourceFromAnnotations(map[string]string{AnnotationTokenSecret: "arn:aws:secretsmanager:us-east-1:123456789012:secret:kubeadm-AbCdEf", AnnotationTokenFetch: "instance"})
-	if err != nil || !s.OnInstance || s.SecretID == "" {
+	if err != nil || s.SecretID == "" {
 		t.Fatalf("s=%+v err=%v", s, err)
 	}
 	cmd, err := s.FetchCommand("us-east-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cmd != `JOINER_BOOTSTRAP_TOKEN="$(aws secretsmanager get-secret-value --region 'us-east-1' --secret-id 'arn:aws:secretsmanager:us-east-1:123456789012:secret:kubeadm-AbCdEf' --query SecretString --output text)"` {
+	if cmd != `JOINER_BOOTSTRAP_TOKEN="$(aws secretsmanager get-secret-value --region 'us-east-1' --secret-id 'arn:aws:secretsmanager:us-east-1:123456789012:secret:kubeadm-AbCdEf' --query SecretString --output text)" || { echo "joiner: cannot read the bootstrap token from secret arn:aws:secretsmanager:us-east-1:123456789012:secret:kubeadm-AbCdEf" >&2; exit 1; }` {
 		t.Fatalf("fetch command: %s", cmd)
 	}
 	for _, bad := range []map[string]string{
@@ -485,20 +487,12 @@ func TestTokenSourceFromAnnotations(t *testing.T) {
 		{AnnotationTokenFetch: "instance"},
 		{AnnotationTokenFetch: "sometimes", AnnotationTokenParameter: "/a"},
 		{AnnotationTokenParameter: "/a'; curl evil"},
+		// The removed mode that put the token into launch templates.
+		{AnnotationTokenFetch: "launch", AnnotationTokenParameter: "/a"},
 	} {
 		if _, err := TokenSourceFromAnnotations(bad); err == nil {
 			t.Errorf("annotations %v accepted", bad)
 		}
-	}
-}
-
-func TestValidateTokenHidesValue(t *testing.T) {
-	if err := ValidateToken(testToken); err != nil {
-		t.Fatal(err)
-	}
-	err := ValidateToken("s3cr3t-but-wrong")
-	if err == nil || strings.Contains(err.Error(), "s3cr3t") {
-		t.Fatalf("err = %v: must fail without echoing the value", err)
 	}
 }
 

@@ -100,9 +100,8 @@ func renderCustom(o Options) (string, error) {
 		return "", err
 	}
 	c := o.Custom
-	token := c.BootstrapToken
-	fetch := ""
-	if c.Token.OnInstance {
+	token, fetch := "", ""
+	if c.Token.Configured() {
 		token = "${" + TokenVariable + "}"
 		if fetch, err = c.Token.FetchCommand(c.Region); err != nil {
 			return "", err
@@ -126,7 +125,7 @@ func renderCustom(o Options) (string, error) {
 		case PlaceholderBootstrapToken:
 			return "", fmt.Errorf("amiFamily Custom: spec.userData uses {{ .BootstrapToken }} but no bootstrap token source is configured: annotate the EC2NodeClass with %s (SSM SecureString) or %s (Secrets Manager)", AnnotationTokenParameter, AnnotationTokenSecret)
 		case PlaceholderBootstrapTokenFetch:
-			return "", fmt.Errorf("amiFamily Custom: spec.userData uses {{ .BootstrapTokenFetch }} but the EC2NodeClass does not ask for an on-instance fetch: annotate it with %s: %s and a token source", AnnotationTokenFetch, TokenFetchInstance)
+			return "", fmt.Errorf("amiFamily Custom: spec.userData uses {{ .BootstrapTokenFetch }} but no bootstrap token source is configured: annotate the EC2NodeClass with %s (SSM SecureString) or %s (Secrets Manager)", AnnotationTokenParameter, AnnotationTokenSecret)
 		case PlaceholderNodeLabels:
 			// No labels is a legitimate value.
 			continue
@@ -134,15 +133,39 @@ func renderCustom(o Options) (string, error) {
 			return "", fmt.Errorf("amiFamily Custom: spec.userData uses {{ .%s }} but Joiner has no value for it (configure the cluster's %s)", name, placeholderSource[name])
 		}
 	}
+	ud := o.UserData
+	if slices.Contains(used, PlaceholderBootstrapToken) && !slices.Contains(used, PlaceholderBootstrapTokenFetch) {
+		// The token variable must be set before its first use.
+		ud = insertBeforeFirstUse(ud, "{{ ."+PlaceholderBootstrapToken, "{{ ."+PlaceholderBootstrapTokenFetch+" }}\n")
+	}
 	var b strings.Builder
 	last := 0
-	_ = scanPlaceholders(o.UserData, func(start, end int, name string) { // already validated by Placeholders
-		b.WriteString(o.UserData[last:start])
+	_ = scanPlaceholders(ud, func(start, end int, name string) { // already validated by Placeholders
+		b.WriteString(ud[last:start])
 		b.WriteString(data[name])
 		last = end
 	})
-	b.WriteString(o.UserData[last:])
+	b.WriteString(ud[last:])
 	return b.String(), nil
+}
+
+// insertBeforeFirstUse puts line before the command that first contains use:
+// before the first line of its backslash-continued command, so set -e and the
+// variables set above it apply to the fetch too.
+func insertBeforeFirstUse(script, use, line string) string {
+	i := strings.Index(script, use)
+	if i < 0 {
+		return script
+	}
+	start := strings.LastIndexByte(script[:i], '\n') + 1
+	for start > 0 {
+		prev := strings.LastIndexByte(script[:start-1], '\n') + 1
+		if !strings.HasSuffix(script[prev:start-1], "\\") {
+			break
+		}
+		start = prev
+	}
+	return script[:start] + line + script[start:]
 }
 
 var placeholderSource = map[string]string{

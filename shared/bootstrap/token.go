@@ -2,33 +2,35 @@ package bootstrap
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
 
 // EC2NodeClass annotations that configure the kubeadm bootstrap token of a
 // self-managed cluster (amiFamily Custom). The token itself never appears in a
-// manifest: the annotations name where it is stored.
+// manifest, a launch template, a log line or a NodeClaim: the annotations name
+// where it is stored, and the node reads it at boot with its own role.
 //
 //	joiner.dev/bootstrap-token-parameter: /kubean/bootstrap-token   # SSM SecureString
 //	joiner.dev/bootstrap-token-secret: kubean/bootstrap-token       # or Secrets Manager (name or ARN)
-//	joiner.dev/bootstrap-token-fetch: instance                      # optional: "launch" (default) or "instance"
 //	joiner.dev/ca-cert-hash: sha256:<hex>                           # optional: kubeadm discovery hash
 //
-// With fetch "launch" Joiner reads the token when it creates the launch
-// template and {{ .BootstrapToken }} is the token. With "instance" the token
-// never leaves AWS through Joiner: {{ .BootstrapTokenFetch }} renders a shell
-// line that reads it on the instance (its instance profile needs
-// ssm:GetParameter or secretsmanager:GetSecretValue) into $JOINER_BOOTSTRAP_TOKEN,
-// and {{ .BootstrapToken }} renders as "${JOINER_BOOTSTRAP_TOKEN}".
+// {{ .BootstrapToken }} renders as "${JOINER_BOOTSTRAP_TOKEN}", and a shell line
+// that reads the token on the instance into that variable (the AWS CLI, with the
+// instance profile's ssm:GetParameter or secretsmanager:GetSecretValue, which
+// Joiner's stack grants the node role for exactly that parameter or secret) goes
+// where {{ .BootstrapTokenFetch }} is written, else right after the script's
+// first line. joiner.dev/bootstrap-token-fetch: instance is accepted for
+// compatibility; "launch", which read the token into the launch template, is
+// refused.
 const (
 	AnnotationTokenParameter = "joiner.dev/bootstrap-token-parameter"
 	AnnotationTokenSecret    = "joiner.dev/bootstrap-token-secret"
 	AnnotationTokenFetch     = "joiner.dev/bootstrap-token-fetch"
 	AnnotationCACertHash     = "joiner.dev/ca-cert-hash"
 
-	TokenFetchLaunch   = "launch"
 	TokenFetchInstance = "instance"
+	// tokenFetchLaunch is the removed mode that wrote the token into launch templates.
+	tokenFetchLaunch = "launch"
 )
 
 // TokenSource says where a kubeadm bootstrap token is stored and who reads it.
@@ -37,8 +39,6 @@ type TokenSource struct {
 	SSMParameter string
 	// SecretID is a Secrets Manager secret name or ARN (its SecretString is the token).
 	SecretID string
-	// OnInstance makes the instance read the token itself.
-	OnInstance bool
 }
 
 // Configured reports whether a source is named.
@@ -76,20 +76,21 @@ func TokenSourceFromAnnotations(annotations map[string]string) (TokenSource, err
 		}
 	}
 	switch mode := strings.TrimSpace(annotations[AnnotationTokenFetch]); mode {
-	case "", TokenFetchLaunch:
+	case "":
 	case TokenFetchInstance:
 		if !s.Configured() {
 			return TokenSource{}, fmt.Errorf("annotation %s: %s needs %s or %s to name the token", AnnotationTokenFetch, TokenFetchInstance, AnnotationTokenParameter, AnnotationTokenSecret)
 		}
-		s.OnInstance = true
+	case tokenFetchLaunch:
+		return TokenSource{}, fmt.Errorf("annotation %s: %s is no longer supported: it wrote the bootstrap token in plaintext into the launch template; delete the annotation and the node reads the token itself with its role", AnnotationTokenFetch, tokenFetchLaunch)
 	default:
-		return TokenSource{}, fmt.Errorf("annotation %s is %q: want %q or %q", AnnotationTokenFetch, mode, TokenFetchLaunch, TokenFetchInstance)
+		return TokenSource{}, fmt.Errorf("annotation %s is %q: want %q or leave it out", AnnotationTokenFetch, mode, TokenFetchInstance)
 	}
 	return s, nil
 }
 
 // FetchCommand is the shell line that reads the token on the instance into
-// $JOINER_BOOTSTRAP_TOKEN with the AWS CLI.
+// $JOINER_BOOTSTRAP_TOKEN with the AWS CLI, and stops the script when it cannot.
 func (s TokenSource) FetchCommand(region string) (string, error) {
 	if region != "" && !isSafeName(region) {
 		return "", fmt.Errorf("region %q is invalid", region)
@@ -100,20 +101,9 @@ func (s TokenSource) FetchCommand(region string) (string, error) {
 	}
 	switch {
 	case s.SSMParameter != "":
-		return fmt.Sprintf(`%s="$(aws ssm get-parameter%s --name '%s' --with-decryption --query Parameter.Value --output text)"`, TokenVariable, regionArg, s.SSMParameter), nil
+		return fmt.Sprintf(`%s="$(aws ssm get-parameter%s --name '%s' --with-decryption --query Parameter.Value --output text)" || { echo "joiner: cannot read the bootstrap token from SSM parameter %s" >&2; exit 1; }`, TokenVariable, regionArg, s.SSMParameter, s.SSMParameter), nil
 	case s.SecretID != "":
-		return fmt.Sprintf(`%s="$(aws secretsmanager get-secret-value%s --secret-id '%s' --query SecretString --output text)"`, TokenVariable, regionArg, s.SecretID), nil
+		return fmt.Sprintf(`%s="$(aws secretsmanager get-secret-value%s --secret-id '%s' --query SecretString --output text)" || { echo "joiner: cannot read the bootstrap token from secret %s" >&2; exit 1; }`, TokenVariable, regionArg, s.SecretID, s.SecretID), nil
 	}
 	return "", fmt.Errorf("no bootstrap token source configured (annotation %s or %s)", AnnotationTokenParameter, AnnotationTokenSecret)
-}
-
-// kubeadmToken is the format kubeadm issues: [a-z0-9]{6}.[a-z0-9]{16}.
-var kubeadmToken = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
-
-// ValidateToken checks a token read from a store without echoing it back.
-func ValidateToken(token string) error {
-	if !kubeadmToken.MatchString(strings.TrimSpace(token)) {
-		return fmt.Errorf("the stored bootstrap token is not in kubeadm's [a-z0-9]{6}.[a-z0-9]{16} format (value not shown)")
-	}
-	return nil
 }

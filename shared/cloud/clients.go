@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
 
@@ -47,11 +46,10 @@ func NewClients(cfg aws.Config, retries RetryOptions, withPricing bool) Clients 
 	cfg = cfg.Copy()
 	cfg.Retryer = retries.Retryer()
 	c := Clients{
-		EC2:     ec2.NewFromConfig(cfg),
-		IAM:     iam.NewFromConfig(cfg),
-		SSM:     ssm.NewFromConfig(cfg),
-		EKS:     eks.NewFromConfig(cfg),
-		Secrets: secretsmanager.NewFromConfig(cfg),
+		EC2: ec2.NewFromConfig(cfg),
+		IAM: iam.NewFromConfig(cfg),
+		SSM: ssm.NewFromConfig(cfg),
+		EKS: eks.NewFromConfig(cfg),
 	}
 	if withPricing {
 		c.Pricing = pricing.NewFromConfig(cfg, func(o *pricing.Options) {

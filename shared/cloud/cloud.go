@@ -4,7 +4,7 @@
 // terminates only instances Joiner launched.
 //
 // It talks to AWS through interfaces no wider than the calls it makes
-// ([EC2API], [IAMAPI], [SSMAPI], [EKSAPI], [SecretsAPI], [PricingAPI]); the real
+// ([EC2API], [IAMAPI], [SSMAPI], [EKSAPI], [PricingAPI]); the real
 // aws-sdk-go-v2 clients satisfy them, so production, replay against a local
 // simulator and the tests share one code path.
 //
@@ -33,7 +33,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
@@ -58,7 +57,8 @@ type EC2API interface {
 	DescribeCapacityReservations(context.Context, *ec2.DescribeCapacityReservationsInput, ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error)
 }
 
-// SSMAPI reads the public AMI parameters and SecureString bootstrap tokens.
+// SSMAPI reads the public AMI parameters. (Bootstrap tokens are read by the
+// nodes themselves, never by Joiner.)
 type SSMAPI interface {
 	GetParameter(context.Context, *ssm.GetParameterInput, ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
 }
@@ -68,19 +68,14 @@ type EKSAPI interface {
 	DescribeCluster(context.Context, *eks.DescribeClusterInput, ...func(*eks.Options)) (*eks.DescribeClusterOutput, error)
 }
 
-// SecretsAPI reads a bootstrap token kept in Secrets Manager.
-type SecretsAPI interface {
-	GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
-}
-
 // PricingAPI is the AWS Price List query API (on-demand list prices).
 type PricingAPI interface {
 	GetProducts(context.Context, *pricing.GetProductsInput, ...func(*pricing.Options)) (*pricing.GetProductsOutput, error)
 }
 
 // Clients are the API clients a Provider uses. EC2 is required; SSM is needed
-// for alias AMIs and SSM bootstrap tokens, EKS when the cluster's endpoint or
-// version is not configured, Secrets for Secrets Manager tokens, Pricing for
+// for alias AMIs and ssmParameter selector terms, EKS when the cluster's endpoint
+// or version is not configured, Pricing for
 // live on-demand prices (optional: the catalog's prices stand in).
 type Clients struct {
 	EC2 EC2API
@@ -88,7 +83,6 @@ type Clients struct {
 	IAM     IAMAPI
 	SSM     SSMAPI
 	EKS     EKSAPI
-	Secrets SecretsAPI
 	Pricing PricingAPI
 }
 
@@ -173,7 +167,6 @@ type Provider struct {
 	allOffered   bool                       // offered covers every type
 	typeInfo     map[string]*catalog.InstanceType
 	templates    map[string]string // launch template name → id
-	tokens       map[string]string // token source → token (never logged)
 	profiles     *InstanceProfileCache
 	// profileErrs are this invocation's failures to ready a profile, by name.
 	profileErrs map[string]error
@@ -220,7 +213,7 @@ func New(cfg Config, api Clients) (*Provider, error) {
 	return &Provider{
 		cfg: cfg, api: api, unavailable: unavailable, log: log.With("component", "cloud"), catalog: cat,
 		subnets: map[string][]Subnet{}, groups: map[string][]SecurityGroup{}, amis: map[string][]AMI{}, reservations: map[string][]CapacityReservation{},
-		params: map[string]string{}, templates: map[string]string{}, tokens: map[string]string{}, userData: map[string]string{},
+		params: map[string]string{}, templates: map[string]string{}, userData: map[string]string{},
 		profiles: profiles, profileErrs: map[string]error{},
 	}, nil
 }

@@ -374,14 +374,8 @@ func (p *Provider) userDataOptions(ctx context.Context, req LaunchRequest, famil
 	if h := nc.Annotations[bootstrap.AnnotationCACertHash]; h != "" {
 		o.Custom.CACertHash = h
 	}
-	used, err := bootstrap.Placeholders(o.UserData)
-	if err != nil {
+	if _, err := bootstrap.Placeholders(o.UserData); err != nil {
 		return o, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
-	}
-	if slices.Contains(used, bootstrap.PlaceholderBootstrapToken) && src.Configured() && !src.OnInstance {
-		if o.Custom.BootstrapToken, err = p.bootstrapToken(ctx, nc.Name, src); err != nil {
-			return o, err
-		}
 	}
 	return o, nil
 }

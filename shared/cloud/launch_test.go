@@ -172,7 +172,7 @@ func TestLaunchSeed002GPU(t *testing.T) {
 			ClusterName: testCluster, ClusterEndpoint: testEndpoint, CABundle: testCA, ClusterCIDR: testCIDR,
 			Labels: map[string]string{"node.lifecycle": "karpenter", "node.accelerator": "nvidia-gpu", karpenter.NodePoolLabelKey: "workload-gpu-l4"},
 			Taints: gpuRequest(nc, "x").Taints, UserData: *nc.Spec.UserData,
-			Custom: bootstrap.CustomValues{Token: bootstrap.TokenSource{SSMParameter: "/kubean/bootstrap-token", OnInstance: true}, Region: testRegion, CACertHash: e.config().CACertHash},
+			Custom: bootstrap.CustomValues{Token: bootstrap.TokenSource{SSMParameter: "/kubean/bootstrap-token"}, Region: testRegion, CACertHash: e.config().CACertHash},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -297,49 +297,44 @@ func TestLaunchTemplateAlreadyExistsRace(t *testing.T) {
 	})
 }
 
-func TestLaunchCustomTokenAtLaunchTime(t *testing.T) {
+// TestLaunchCustomTokenReadOnInstance: the kubeadm token stays where the class's
+// annotations say (SSM SecureString or Secrets Manager). Joiner never reads it:
+// the launch template carries the command the node runs to read it with its own
+// role, and neither the template nor the logs hold the token.
+func TestLaunchCustomTokenReadOnInstance(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		annotation map[string]string
-		call       string
+		call, cmd  string
 	}{
-		{"ssm", map[string]string{bootstrap.AnnotationTokenParameter: "/kubean/bootstrap-token"}, "GetParameter"},
-		{"secretsmanager", map[string]string{bootstrap.AnnotationTokenSecret: "kubean/bootstrap-token"}, "GetSecretValue"},
+		{"ssm", map[string]string{bootstrap.AnnotationTokenParameter: "/kubean/bootstrap-token"}, "GetParameter",
+			"aws ssm get-parameter --region 'us-east-1' --name '/kubean/bootstrap-token' --with-decryption"},
+		{"secretsmanager", map[string]string{bootstrap.AnnotationTokenSecret: "kubean/bootstrap-token"}, "GetSecretValue",
+			"aws secretsmanager get-secret-value --region 'us-east-1' --secret-id 'kubean/bootstrap-token'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, e *env) {
-				if tc.name == "secretsmanager" && e.kind == "awssim" {
-					t.Skip("awssim does not speak Secrets Manager; the moto run covers it")
-				}
 				var logs bytes.Buffer
 				p := e.provider(func(c *Config) {
 					c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 				})
 				nc := e.loadClass("seed002-cpu.yaml")
 				nc.Annotations = tc.annotation
-				ctx := context.Background()
-				for i := range 2 {
-					inst, err := p.Launch(ctx, cpuRequest(nc, "general-"+itoa(i), []string{"m6i.large"}, nil))
-					if err != nil {
-						t.Fatal(err)
-					}
-					d := e.templateData(inst.LaunchTemplate)
-					if len(d.BlockDeviceMappings) != 0 {
-						t.Errorf("a Custom class without blockDeviceMappings keeps the AMI's volumes; got %+v", d.BlockDeviceMappings)
-					}
-					ud, _ := base64.StdEncoding.DecodeString(aws.ToString(d.UserData))
-					if !strings.Contains(string(ud), "--token "+testToken+" --discovery-token-ca-cert-hash sha256:"+strings.Repeat("0123456789abcdef", 4)) {
-						t.Errorf("user data lacks the token read at launch:\n%s", ud)
-					}
+				inst, err := p.Launch(context.Background(), cpuRequest(nc, "general-0", []string{"m6i.large"}, nil))
+				if err != nil {
+					t.Fatal(err)
 				}
-				if n := e.proxy.count(tc.call); n != 1 {
-					t.Errorf("%s called %d times for two launches, want 1 (cached per invocation)", tc.call, n)
+				d := e.templateData(inst.LaunchTemplate)
+				if len(d.BlockDeviceMappings) != 0 {
+					t.Errorf("a Custom class without blockDeviceMappings keeps the AMI's volumes; got %+v", d.BlockDeviceMappings)
 				}
-				if tc.name == "ssm" {
-					// The SSM call must ask for decryption of the SecureString.
-					if !strings.Contains(e.proxy.lastJSON("GetParameter"), `"WithDecryption":true`) {
-						t.Errorf("GetParameter without WithDecryption: %s", e.proxy.lastJSON("GetParameter"))
-					}
+				ud, _ := base64.StdEncoding.DecodeString(aws.ToString(d.UserData))
+				if strings.Contains(string(ud), testToken) || !strings.Contains(string(ud), tc.cmd) ||
+					!strings.Contains(string(ud), "--token ${JOINER_BOOTSTRAP_TOKEN} --discovery-token-ca-cert-hash sha256:"+strings.Repeat("0123456789abcdef", 4)) {
+					t.Errorf("user data must read the token on the node and never hold it:\n%s", ud)
+				}
+				if n := e.proxy.count(tc.call); n != 0 {
+					t.Errorf("Joiner called %s %d times; the node reads the token, not Joiner", tc.call, n)
 				}
 				if strings.Contains(logs.String(), testToken) {
 					t.Errorf("the bootstrap token appeared in the logs")

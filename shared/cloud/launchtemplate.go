@@ -14,11 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/joiner-autoscaler/joiner/shared/amifamily"
-	"github.com/joiner-autoscaler/joiner/shared/bootstrap"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
@@ -247,53 +244,6 @@ func (p *Provider) findTemplate(ctx context.Context, name string) (string, error
 		}
 	}
 	return "", nil
-}
-
-// bootstrapToken reads the kubeadm bootstrap token named by the class, once
-// per invocation. The value is never logged.
-func (p *Provider) bootstrapToken(ctx context.Context, class string, src bootstrap.TokenSource) (string, error) {
-	key := "ssm:" + src.SSMParameter
-	if src.SecretID != "" {
-		key = "secret:" + src.SecretID
-	}
-	p.mu.Lock()
-	tok, ok := p.tokens[key]
-	p.mu.Unlock()
-	if ok {
-		return tok, nil
-	}
-	switch {
-	case src.SSMParameter != "":
-		if p.api.SSM == nil {
-			return "", fmt.Errorf("EC2NodeClass %s: bootstrap token parameter %s needs an SSM client", class, src.SSMParameter)
-		}
-		out, err := p.api.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(src.SSMParameter), WithDecryption: aws.Bool(true)})
-		if err != nil {
-			return "", fmt.Errorf("EC2NodeClass %s: reading bootstrap token parameter %s: %w", class, src.SSMParameter, err)
-		}
-		if out.Parameter != nil {
-			tok = aws.ToString(out.Parameter.Value)
-		}
-	case src.SecretID != "":
-		if p.api.Secrets == nil {
-			return "", fmt.Errorf("EC2NodeClass %s: bootstrap token secret %s needs a Secrets Manager client", class, src.SecretID)
-		}
-		out, err := p.api.Secrets.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(src.SecretID)})
-		if err != nil {
-			return "", fmt.Errorf("EC2NodeClass %s: reading bootstrap token secret %s: %w", class, src.SecretID, err)
-		}
-		tok = aws.ToString(out.SecretString)
-	default:
-		return "", fmt.Errorf("EC2NodeClass %s: its user data needs a bootstrap token: annotate it with %s or %s", class, bootstrap.AnnotationTokenParameter, bootstrap.AnnotationTokenSecret)
-	}
-	tok = strings.TrimSpace(tok)
-	if err := bootstrap.ValidateToken(tok); err != nil {
-		return "", fmt.Errorf("EC2NodeClass %s: %w", class, err)
-	}
-	p.mu.Lock()
-	p.tokens[key] = tok
-	p.mu.Unlock()
-	return tok, nil
 }
 
 func ec2Tags(m map[string]string) []ec2types.Tag {
