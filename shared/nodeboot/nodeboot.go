@@ -161,7 +161,7 @@ func (b *Booter) Executions() int { return int(b.runs.Load()) }
 
 // as is the result for another instance that booted the same user data.
 func (r Result) as(from, to identity) Result {
-	if from == to || r.Join == nil {
+	if from == to {
 		return r
 	}
 	swap := func(s string) string {
@@ -171,6 +171,12 @@ func (r Result) as(from, to identity) Result {
 			}
 		}
 		return s
+	}
+	if r.Err != nil {
+		r.Err = errors.New(swap(r.Err.Error()))
+	}
+	if r.Join == nil {
+		return r
 	}
 	j := *r.Join
 	j.NodeName, j.ProviderID = swap(j.NodeName), swap(j.ProviderID)
