@@ -48,6 +48,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kube/typed"
+	"github.com/joiner-autoscaler/joiner/shared/nodeboot"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
 
@@ -74,6 +75,10 @@ type Config struct {
 	RegisterAfter time.Duration
 	// Log receives one record per registration, removal and recreation (discarded when nil).
 	Log *slog.Logger
+	// Boot, when set, says what an instance's node registers as: the join its
+	// user data makes when executed (shared/nodeboot), or why it never joins.
+	// nil: every instance registers as its NodeClaim says.
+	Boot func(ctx context.Context, instanceID string) nodeboot.Result
 }
 
 // Cluster is the in-memory cluster. Its methods are meant for one driver goroutine;
@@ -96,7 +101,9 @@ type Cluster struct {
 	workloads map[workloadKey]*workload
 	// nodes are the Nodes this cluster's kubelet registered, by providerID.
 	nodes map[string]string
-	waits *waits
+	// bootFailed are the instances whose user data never joins, by providerID.
+	bootFailed map[string]bool
+	waits      *waits
 	// lastSchedule is the signature of the last scheduling attempt that bound nothing.
 	lastSchedule string
 	// stepWrites is the API server's write count when the last step ended.
@@ -130,7 +137,7 @@ func New(cfg Config) *Cluster {
 		kube.NodePoolGVR: "NodePoolList", kube.NodeClaimGVR: "NodeClaimList", kube.NodeClassGVR: "EC2NodeClassList",
 	})
 	c := &Cluster{cfg: cfg, prep: sync.OnceValue(func() *packer.Prepared { return packer.Prepare(cfg.Catalog) }), cs: cs, dyn: dyn, clients: typed.Clients(cs, dyn),
-		workloads: map[workloadKey]*workload{}, nodes: map[string]string{}, waits: newWaits()}
+		workloads: map[workloadKey]*workload{}, nodes: map[string]string{}, bootFailed: map[string]bool{}, waits: newWaits()}
 	c.api = newAPIServer(cs, dyn, cfg.Now)
 	return c
 }
@@ -204,9 +211,16 @@ type Report struct {
 	Recreated int
 	// Lost are bare pods (no controller) that went with their node.
 	Lost []string
+	// BootFailed are the instances whose user data, executed, never joins.
+	BootFailed []BootFailure
 	// Unschedulable are pods newly marked PodScheduled=False/Unschedulable: what the
 	// forwarder would batch into a Pending Pods event.
 	Unschedulable []PodRef
+}
+
+// BootFailure is an instance whose node never registers, and why.
+type BootFailure struct {
+	NodeClaim, Instance, Cause string
 }
 
 // PodRef names a pod.

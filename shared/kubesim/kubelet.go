@@ -2,10 +2,12 @@ package kubesim
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
+	"github.com/joiner-autoscaler/joiner/shared/nodeboot"
 )
 
 // kubelet removes the nodes whose instance is gone, registers the nodes of instances
@@ -52,10 +55,24 @@ func (c *Cluster) kubelet(ctx context.Context, r *Report) error {
 			continue
 		}
 		in, ok := c.cfg.Instances.Instance(kube.InstanceID(pid))
-		if !ok || in.State != awssim.StateRunning || c.cfg.Now().Before(in.LaunchTime.Add(c.cfg.RegisterAfter)) {
+		if !ok || in.State != awssim.StateRunning || c.cfg.Now().Before(in.LaunchTime.Add(c.cfg.RegisterAfter)) || c.bootFailed[pid] {
 			continue
 		}
-		name, err := c.register(ctx, nc, in)
+		var join *nodeboot.Join
+		if c.cfg.Boot != nil {
+			res := c.cfg.Boot(ctx, in.ID)
+			if res.Err != nil {
+				// The node never registers: its NodeClaim times out (lifecycle
+				// decides when) and Joiner terminates the instance.
+				c.bootFailed[pid] = true
+				r.BootFailed = append(r.BootFailed, BootFailure{NodeClaim: nc.Name, Instance: in.ID, Cause: res.Err.Error()})
+				c.bootFailedEvent(ctx, nc, in.ID, res.Err)
+				c.cfg.Log.Warn("node never registers: its user data does not join it", "nodeclaim", nc.Name, "instance", in.ID, "cause", res.Err.Error())
+				continue
+			}
+			join = res.Join
+		}
+		name, err := c.register(ctx, nc, in, join)
 		if err != nil {
 			return err
 		}
@@ -64,15 +81,25 @@ func (c *Cluster) kubelet(ctx context.Context, r *Report) error {
 	return nil
 }
 
-// register creates the Node the kubelet of in would register: the NodeClaim's labels
-// (the user data passes the pool's), the kubelet's own labels, the taints of the user
-// data (unregistered first), and the instance type's capacity.
-func (c *Cluster) register(ctx context.Context, nc *karpenter.NodeClaim, in awssim.Instance) (string, error) {
+// register creates the Node the kubelet of in would register: with a join (the
+// executed user data's), its name, provider ID, labels and taints; without, the
+// NodeClaim's labels and taints (unregistered first) as Joiner's user data passes
+// them, named after the instance. Either way the kubelet's own labels and the
+// instance type's capacity.
+func (c *Cluster) register(ctx context.Context, nc *karpenter.NodeClaim, in awssim.Instance, join *nodeboot.Join) (string, error) {
 	labels := map[string]string{}
-	for k, v := range nc.Labels {
-		labels[k] = v
+	name, providerID := in.ID, nc.Status.ProviderID
+	taints := bootstrap.NodeTaints(append(slices.Clone(nc.Spec.Taints), nc.Spec.StartupTaints...))
+	if join != nil {
+		maps.Copy(labels, join.Labels)
+		name, taints = join.NodeName, slices.Clone(join.Taints)
+		if join.ProviderID != "" { // else the cloud controller sets aws:///<zone>/<id>
+			providerID = join.ProviderID
+		}
+	} else {
+		maps.Copy(labels, nc.Labels)
 	}
-	labels[corev1.LabelHostname] = in.ID
+	labels[corev1.LabelHostname] = name
 	labels[corev1.LabelOSStable] = "linux"
 	labels[corev1.LabelInstanceTypeStable] = in.InstanceType
 	labels[corev1.LabelTopologyZone] = in.Zone
@@ -86,9 +113,8 @@ func (c *Cluster) register(ctx context.Context, nc *karpenter.NodeClaim, in awss
 	}
 	now := metav1.NewTime(c.cfg.Now())
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: in.ID, Labels: labels},
-		Spec: corev1.NodeSpec{ProviderID: nc.Status.ProviderID,
-			Taints: bootstrap.NodeTaints(append(slices.Clone(nc.Spec.Taints), nc.Spec.StartupTaints...))},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{ProviderID: providerID, Taints: taints},
 		Status: corev1.NodeStatus{Capacity: capacity.DeepCopy(), Allocatable: alloc.DeepCopy(),
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 				LastHeartbeatTime: now, LastTransitionTime: now}}},
@@ -98,18 +124,45 @@ func (c *Cluster) register(ctx context.Context, nc *karpenter.NodeClaim, in awss
 	}
 	out, err := c.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", errf(err, "register node %s", in.ID)
+		return "", errf(err, "register node %s", name)
 	}
 	if err == nil && c.real != nil {
-		c.real.track(nodesGVR, "", in.ID)
+		c.real.track(nodesGVR, "", name)
 		if err := c.writeNodeStatus(ctx, out, node.Status); err != nil {
 			return "", err
 		}
 	}
-	c.nodes[nc.Status.ProviderID] = in.ID
-	c.logf("node registered", "node", in.ID, "nodeclaim", nc.Name, "type", in.InstanceType, "capacityType", in.CapacityType, "zone", in.Zone)
-	return in.ID, nil
+	c.nodes[nc.Status.ProviderID] = name
+	c.logf("node registered", "node", name, "nodeclaim", nc.Name, "type", in.InstanceType, "capacityType", in.CapacityType, "zone", in.Zone)
+	return name, nil
 }
+
+// bootFailedEvent shows on the NodeClaim why its node never registers, as the
+// instance's console (cloud-init's log) would tell whoever read it.
+func (c *Cluster) bootFailedEvent(ctx context.Context, nc *karpenter.NodeClaim, instance string, cause error) {
+	note := "instance " + instance + " never joins: " + cause.Error()
+	if len(note) > 1000 {
+		note = note[:1000]
+	}
+	ev := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: nc.Name + ".bootfailed", Namespace: metav1.NamespaceDefault},
+		EventTime:           metav1.NewMicroTime(c.cfg.Now()),
+		ReportingController: "kubesim/cloud-init",
+		ReportingInstance:   instance,
+		Action:              "Bootstrap",
+		Reason:              ReasonNodeBootFailed,
+		Regarding:           kube.NodeClaimRef(nc),
+		Note:                note,
+		Type:                corev1.EventTypeWarning,
+	}
+	if _, err := c.cs.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		c.cfg.Log.Warn("event not recorded", "reason", ReasonNodeBootFailed, "nodeclaim", nc.Name, "error", err.Error())
+	}
+}
+
+// ReasonNodeBootFailed is the reason of the Event on a NodeClaim whose instance's
+// user data never joins it.
+const ReasonNodeBootFailed = "NodeBootFailed"
 
 func (c *Cluster) liftStartupTaints(ctx context.Context, n *corev1.Node, nc *karpenter.NodeClaim) error {
 	if len(nc.Spec.StartupTaints) == 0 || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == karpenter.UnregisteredTaintKey }) {
