@@ -47,6 +47,10 @@ type Expectation struct {
 	// terminated: a node launched after the release is not drifted, so no node is
 	// replaced twice.
 	ReleasedKept *bool `json:"releasedKept,omitempty"`
+	// NeverJoined counts the instances whose executed user data never joined
+	// their node; with Cause, each of them must name it, in the summary and in a
+	// NodeBootFailed Event on its NodeClaim.
+	NeverJoined *NeverJoined `json:"neverJoined,omitempty"`
 
 	// InMemoryOnly skips the check against a real API server, for checks that rest
 	// on object ages: the server stamps creationTimestamp with its own clock.
@@ -64,6 +68,12 @@ type Range struct {
 type PodOn struct {
 	Pod    string            `json:"pod"`
 	Labels map[string]string `json:"labels"`
+}
+
+// NeverJoined bounds the instances that never joined and names their cause.
+type NeverJoined struct {
+	Count Range  `json:"count"`
+	Cause string `json:"cause,omitempty"`
 }
 
 // Outcome is one expectation checked.
@@ -85,6 +95,7 @@ func (e Expectation) checks() []string {
 		"launched": e.Launched != nil, "terminated": e.Terminated != nil, "interruptions": e.Interruptions != nil,
 		"maxPodWait": e.MaxPodWait != nil, "costRatio": e.CostRatio != nil, "cost": e.Cost != nil, "errors": e.Errors != nil,
 		"onReleasedImage": e.OnReleasedImage != nil, "releasedKept": e.ReleasedKept != nil,
+		"neverJoined": e.NeverJoined != nil,
 	} {
 		if set {
 			out = append(out, name)
@@ -96,7 +107,7 @@ func (e Expectation) checks() []string {
 
 // wholeRun reports whether the check is about the whole run (checked at the end).
 func (e Expectation) wholeRun() bool {
-	return e.MaxNodes != nil || e.Interruptions != nil || e.MaxPodWait != nil || e.CostRatio != nil || e.Cost != nil || e.Errors != nil
+	return e.MaxNodes != nil || e.Interruptions != nil || e.MaxPodWait != nil || e.CostRatio != nil || e.Cost != nil || e.Errors != nil || e.NeverJoined != nil
 }
 
 // when returns the offset the expectation is checked at.
@@ -119,6 +130,8 @@ type view struct {
 	instances []awssim.Instance // owned by the cluster, any state
 	res       *Result
 	released  map[string]bool // images releaseAMI steps published
+	// bootEvents are the notes of the NodeBootFailed Events, by NodeClaim.
+	bootEvents map[string]string
 }
 
 func (e Expectation) check(v *view) Outcome {
@@ -184,6 +197,8 @@ func (e Expectation) evaluate(v *view) (bool, string) {
 		return onReleasedImage(v)
 	case e.ReleasedKept != nil:
 		return releasedKept(v)
+	case e.NeverJoined != nil:
+		return neverJoined(v, e.NeverJoined)
 	}
 	return false, "no check"
 }
@@ -480,4 +495,31 @@ func karpenterAdoptable(v *view) (bool, string) {
 		return false, strings.Join(problems, "; ")
 	}
 	return true, fmt.Sprintf("%d NodeClaim(s) with their nodes and instances", checked)
+}
+
+// neverJoined checks how many instances never joined and that the summary and
+// an Event on each one's NodeClaim name the cause.
+func neverJoined(v *view, want *NeverJoined) (bool, string) {
+	r := v.res
+	detail := fmt.Sprintf("%d instance(s) never joined (want %s)", r.NeverJoined, &want.Count)
+	if !want.Count.in(float64(r.NeverJoined)) {
+		return false, detail
+	}
+	if want.Cause == "" {
+		return true, detail
+	}
+	for _, c := range r.JoinFailures {
+		if !strings.Contains(c, want.Cause) {
+			return false, fmt.Sprintf("%s; cause %q does not say %q", detail, c, want.Cause)
+		}
+	}
+	if len(v.bootEvents) < r.NeverJoined {
+		return false, fmt.Sprintf("%s; %d NodeBootFailed Event(s)", detail, len(v.bootEvents))
+	}
+	for nc, note := range v.bootEvents {
+		if !strings.Contains(note, want.Cause) {
+			return false, fmt.Sprintf("%s; Event on NodeClaim %s says %q, not %q", detail, nc, note, want.Cause)
+		}
+	}
+	return true, fmt.Sprintf("%s, each named in the summary and a NodeBootFailed Event: %s", detail, want.Cause)
 }

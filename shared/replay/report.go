@@ -27,6 +27,9 @@ func WriteSummary(w io.Writer, r *Result) {
 	usage, cost := billLines(r.Bill)
 	row("control plane", usage)
 	row("control plane cost", cost)
+	if r.NeverJoined > 0 {
+		row("never joined", fmt.Sprintf("%d instance(s): their user data did not join the node", r.NeverJoined))
+	}
 	row("expectations", fmt.Sprintf("%d of %d met", len(r.Expectations)-r.Failed, len(r.Expectations)))
 	tw.Flush()
 	for _, o := range r.Expectations {
@@ -38,6 +41,9 @@ func WriteSummary(w io.Writer, r *Result) {
 			mark = "skip"
 		}
 		fmt.Fprintf(w, "    %s %s: %s\n", mark, o.Check, o.Detail)
+	}
+	for _, m := range r.JoinFailures {
+		fmt.Fprintf(w, "    never joined: %s\n", m)
 	}
 	for _, m := range r.ErrorMessages {
 		fmt.Fprintf(w, "    error: %s\n", m)

@@ -38,6 +38,10 @@ type Result struct {
 
 	// Bill is the control plane's own cost at the replay's rate.
 	Bill *Bill `json:"controlPlane,omitempty"`
+	// NeverJoined counts instances whose executed user data never joined their
+	// node; JoinFailures keeps each distinct cause once.
+	NeverJoined  int      `json:"neverJoined,omitempty"`
+	JoinFailures []string `json:"joinFailures,omitempty"`
 
 	Expectations []Outcome `json:"expectations"`
 	Failed       int       `json:"failed"`

@@ -18,6 +18,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kubesim"
 	"github.com/joiner-autoscaler/joiner/shared/manifest"
+	"github.com/joiner-autoscaler/joiner/shared/nodeboot"
 )
 
 // Options tune a replay.
@@ -78,9 +79,11 @@ type run struct {
 	account string
 	cloud   cloud.Clients
 	kc      *kubesim.Cluster
-	fns     map[string]*handlers.Function
-	cfg     handlers.Config
-	log     *slog.Logger
+	// boot executes launched instances' user data (nil: not executed here).
+	boot *nodeboot.Booter
+	fns  map[string]*handlers.Function
+	cfg  handlers.Config
+	log  *slog.Logger
 
 	q        queue
 	nextTick time.Time

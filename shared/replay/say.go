@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +55,15 @@ func (r *run) sayInvocation(at time.Duration, fn, why string, s *handlers.Summar
 func (r *run) report(rep *kubesim.Report) {
 	if len(rep.Registered) > 0 {
 		r.say("kubelet", "%d node(s) registered: %s", len(rep.Registered), short(rep.Registered))
+	}
+	for _, f := range rep.BootFailed {
+		r.res.NeverJoined++
+		// One line per distinct cause, whichever instance showed it.
+		cause := strings.ReplaceAll(f.Cause, f.Instance, "<instance-id>")
+		if !slices.Contains(r.res.JoinFailures, cause) && len(r.res.JoinFailures) < 10 {
+			r.res.JoinFailures = append(r.res.JoinFailures, cause)
+		}
+		r.say("kubelet", "instance %s of NodeClaim %s never joins: %s", f.Instance, f.NodeClaim, f.Cause)
 	}
 	if len(rep.Removed) > 0 {
 		r.say("kubelet", "%d node(s) gone with their instance: %s", len(rep.Removed), short(rep.Removed))

@@ -264,5 +264,16 @@ func (r *run) view(ctx context.Context) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &view{cluster: r.sc.Cluster, real: r.opts.Server != nil, at: r.offset(), start: r.start, pods: pods.Items, nodes: nodes.Items, claims: st.NodeClaims, instances: r.owned(), res: r.res, released: r.released}, nil
+	events, err := c.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	boot := map[string]string{}
+	for _, ev := range events.Items {
+		if ev.Reason == kubesim.ReasonNodeBootFailed && ev.Regarding.Kind == "NodeClaim" {
+			boot[ev.Regarding.Name] = ev.Note
+		}
+	}
+	return &view{cluster: r.sc.Cluster, real: r.opts.Server != nil, at: r.offset(), start: r.start, pods: pods.Items, nodes: nodes.Items,
+		claims: st.NodeClaims, instances: r.owned(), res: r.res, released: r.released, bootEvents: boot}, nil
 }

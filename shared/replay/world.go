@@ -15,6 +15,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kubesim"
 	"github.com/joiner-autoscaler/joiner/shared/manifest"
+	"github.com/joiner-autoscaler/joiner/shared/nodeboot"
 )
 
 // keepTerminated keeps terminated instances visible to the end of any replay, so
@@ -49,6 +50,15 @@ func newRun(ctx context.Context, sc *Scenario, opts Options) (*run, error) {
 		return nil, err
 	}
 	kcfg := kubesim.Config{Now: r.clock.Now, Instances: r.sim, RegisterAfter: sc.Settings.RegisterAfter.D(), Log: r.log}
+	if err := nodeboot.Available(); err != nil {
+		// Without a sandbox, nodes register as their NodeClaims say, unchecked.
+		r.log.Warn("user data is not executed: every instance registers as its NodeClaim says", "why", err.Error())
+	} else {
+		// The manifests name the cluster's address in user data as they please;
+		// what a node must get right to join is its identity and labels.
+		r.boot = nodeboot.New(r.sim, nodeboot.Cluster{})
+		kcfg.Boot = r.boot.Boot
+	}
 	if opts.Server != nil {
 		if r.kc, err = kubesim.NewReal(ctx, kcfg, opts.Server, opts.Force); err != nil {
 			r.sim.Close()
