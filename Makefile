@@ -55,6 +55,7 @@ kube-assets:
 # failure here, not a skip (JOINER_REQUIRE_REAL_PARTS); plain `go test` skips saying why.
 test: lint kube-assets size node-tools
 	JOINER_REQUIRE_REAL_PARTS=1 $(GO) test -timeout 45m ./...
+	cd shared/nodeboot/nodeadmcheck && $(GO) vet ./... && $(GO) test ./...
 	$(MAKE) fuzz
 	$(MAKE) test-infra
 
