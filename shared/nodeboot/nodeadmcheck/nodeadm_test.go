@@ -201,8 +201,8 @@ func TestAL2023UserDataDecodesWithNodeadmTypes(t *testing.T) {
 // TestNodeadmRefuses: what nodeadm's decoding and validation refuse, refused here.
 func TestNodeadmRefuses(t *testing.T) {
 	for doc, want := range map[string]string{
-		"apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    nmae: x\n":                         "unknown field",
-		"apiVersion: node.eks.aws/v1alpha2\nkind: NodeConfig\nspec: {}\n":                                              "no kind",
+		"apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    nmae: x\n":                     "unknown field",
+		"apiVersion: node.eks.aws/v1alpha2\nkind: NodeConfig\nspec: {}\n":                                           "no kind",
 		"apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    certificateAuthority: '%%%'\n": "illegal base64",
 	} {
 		if _, err := decode(doc); err == nil || !strings.Contains(err.Error(), want) {
@@ -261,7 +261,9 @@ func TestNodebootAgreesWithNodeadm(t *testing.T) {
 				}
 			}
 		}
-		if !slices.ContainsFunc(j.Taints, func(t corev1.Taint) bool { return t.Key == "karpenter.sh/unregistered" && t.Effect == corev1.TaintEffectNoExecute }) {
+		if !slices.ContainsFunc(j.Taints, func(t corev1.Taint) bool {
+			return t.Key == "karpenter.sh/unregistered" && t.Effect == corev1.TaintEffectNoExecute
+		}) {
 			t.Errorf("%s: taints %+v", name, j.Taints)
 		}
 	}
