@@ -741,6 +741,11 @@ func simTemplateData(t testing.TB, sim *awssim.Sim, name string) ec2types.Respon
 			ImageId: aws.String(d.ImageID), UserData: aws.String(d.UserData), SecurityGroupIds: d.SecurityGroupIDs,
 			IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecification{Name: aws.String(d.IAMInstanceProfile)},
 		}
+		if d.CapacityReservationID != "" {
+			out.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationResponse{
+				CapacityReservationTarget: &ec2types.CapacityReservationTargetResponse{CapacityReservationId: aws.String(d.CapacityReservationID)},
+			}
+		}
 		if m := d.MetadataOptions; m != nil {
 			out.MetadataOptions = &ec2types.LaunchTemplateInstanceMetadataOptions{
 				HttpTokens: ec2types.LaunchTemplateHttpTokensState(m.HTTPTokens), HttpEndpoint: ec2types.LaunchTemplateInstanceMetadataEndpointState(m.HTTPEndpoint),

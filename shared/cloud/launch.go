@@ -50,7 +50,8 @@ type LaunchRequest struct {
 	// every zone of the class's subnets the fallback.
 	FallbackAnyZone bool
 	// CapacityTypes are the allowed capacity types; empty means on-demand.
-	// Spot is tried first when allowed, then on-demand.
+	// Reserved is tried first when allowed (a free slot in one of the class's
+	// capacity reservations), then spot, then on-demand.
 	CapacityTypes []string
 	// Labels and Taints (pool taints and startup taints) go into user data.
 	Labels map[string]string
@@ -76,6 +77,10 @@ type Instance struct {
 	ExcessLeft []string
 	// DryRun holds the dry-run answers when Config.DryRun is set (ID is empty then).
 	DryRun []DryRunResult
+	// CapacityReservationID and CapacityReservationType (default or
+	// capacity-block) are set when the instance went into a reservation
+	// (CapacityType is then reserved).
+	CapacityReservationID, CapacityReservationType string
 }
 
 // offeringDependentLabels vary with the instance type, zone or capacity type
@@ -152,6 +157,9 @@ func (p *Provider) launchIn(ctx context.Context, req LaunchRequest) (Instance, e
 		return Instance{}, err
 	}
 	var dry []DryRunResult
+	if inst, ok, err := p.launchReserved(ctx, plan, &dry); err != nil || ok {
+		return inst, err
+	}
 	calls := 0
 	var tried []string
 	for _, ct := range plan.capTypes {
@@ -228,8 +236,11 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 			plan.capTypes = append(plan.capTypes, ct)
 		}
 	}
-	if len(plan.capTypes) == 0 {
-		return nil, fmt.Errorf("launch %s: capacity types %v: Joiner launches spot and on-demand only", req.NodeClaim, req.CapacityTypes)
+	if len(plan.capTypes) == 0 && !slices.Contains(req.CapacityTypes, karpenter.CapacityTypeReserved) {
+		return nil, fmt.Errorf("launch %s: capacity types %v: Joiner launches spot, on-demand and reserved capacity", req.NodeClaim, req.CapacityTypes)
+	}
+	if len(plan.capTypes) == 0 && len(nc.Spec.CapacityReservationSelectorTerms) == 0 {
+		return nil, fmt.Errorf("launch %s: capacity type reserved only, but EC2NodeClass %s has no capacityReservationSelectorTerms to select a reservation", req.NodeClaim, nc.Name)
 	}
 	subnets, err := p.Subnets(ctx, nc.Spec.SubnetSelectorTerms)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/bootstrap"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
@@ -360,7 +361,7 @@ func TestLaunchRejectsBadInput(t *testing.T) {
 			{"no options", cpuRequest(nc, "c", nil, nil), "no instance type options"},
 			{"unknown type", cpuRequest(nc, "c", []string{"m99.huge"}, nil), "m99.huge"},
 			{"zone without subnet", cpuRequest(nc, "c", []string{"m6i.large"}, []string{"us-east-1f"}), "no usable subnet in the allowed zones [us-east-1f]"},
-			{"reserved only", cpuRequest(nc, "c", []string{"m6i.large"}, nil, "reserved"), "spot and on-demand only"},
+			{"reserved only", cpuRequest(nc, "c", []string{"m6i.large"}, nil, "reserved"), "has no capacityReservationSelectorTerms"},
 		}
 		for _, tc := range cases {
 			_, err := e.provider().Launch(ctx, tc.req)
@@ -653,4 +654,59 @@ func TestICEFallsBackToTheNodeClaimsOtherZones(t *testing.T) {
 			t.Errorf("without fallback zones: %v, want ErrInsufficientCapacity", err)
 		}
 	})
+}
+
+// TestReservedFirstThenOnDemand: a p5-style training pool allowing reserved and
+// on-demand capacity, its class selecting a targeted reservation by tags. The
+// first launch goes into the reservation (in a zone other than the engine's
+// pick, which the NodeClaim allows), its launch template targeting it; once the
+// reservation is full the next launch falls back to on-demand in the same
+// invocation. awssim only: moto's CreateFleet ignores reservations.
+func TestReservedFirstThenOnDemand(t *testing.T) {
+	e := newEnvFor(t, "awssim")
+	ctx := context.Background()
+	if err := e.sim.Apply(awssim.Seed{CapacityReservations: []awssim.CapacityReservation{
+		{ID: "cr-0a1b2c3d4e5f60718", InstanceType: "p5.48xlarge", Zone: "us-east-1b", TotalCount: 1, Tags: map[string]string{"purpose": "training"}},
+		{ID: "cr-0b1b2c3d4e5f60718", InstanceType: "p5.48xlarge", Zone: "us-east-1b", TotalCount: 4, Tags: map[string]string{"purpose": "inference"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	nc := e.loadClass("seed002-gpu.yaml")
+	nc.Spec.CapacityReservationSelectorTerms = []karpenter.CapacityReservationSelectorTerm{{Tags: map[string]string{"purpose": "training"}}}
+	req := func(claim string) LaunchRequest {
+		return LaunchRequest{NodeClaim: claim, NodePool: "training", NodeClass: nc, InstanceTypes: []string{"p5.48xlarge"},
+			Zones: []string{"us-east-1a"}, FallbackAnyZone: true,
+			CapacityTypes: []string{karpenter.CapacityTypeReserved, karpenter.CapacityTypeOnDemand},
+			Labels:        map[string]string{karpenter.NodePoolLabelKey: "training"}}
+	}
+	p := e.provider()
+	first, err := p.Launch(ctx, req("training-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.CapacityType != karpenter.CapacityTypeReserved || first.CapacityReservationID != "cr-0a1b2c3d4e5f60718" ||
+		first.CapacityReservationType != "default" || first.Zone != "us-east-1b" || first.InstanceType != "p5.48xlarge" {
+		t.Fatalf("first launch %+v: want p5.48xlarge reserved in cr-0a1b2c3d4e5f60718 (us-east-1b)", first)
+	}
+	in, _ := e.sim.Instance(first.ID)
+	if in.CapacityReservationID != "cr-0a1b2c3d4e5f60718" {
+		t.Errorf("instance %s: reservation %q, want it in the training reservation", first.ID, in.CapacityReservationID)
+	}
+	if lt := e.templateData(first.LaunchTemplate); lt.CapacityReservationSpecification == nil || lt.CapacityReservationSpecification.CapacityReservationTarget == nil ||
+		aws.ToString(lt.CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId) != "cr-0a1b2c3d4e5f60718" {
+		t.Errorf("launch template %s does not target the reservation: %+v", first.LaunchTemplate, lt.CapacityReservationSpecification)
+	}
+	second, err := p.Launch(ctx, req("training-2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.CapacityType != karpenter.CapacityTypeOnDemand || second.CapacityReservationID != "" || second.Zone != "us-east-1a" {
+		t.Errorf("second launch %+v: want on-demand in us-east-1a, the reservation being full (and the inference one not selected)", second)
+	}
+	// Reserved only, with the reservation full: insufficient capacity, nothing launched.
+	only := req("training-3")
+	only.CapacityTypes = []string{karpenter.CapacityTypeReserved}
+	if inst, err := e.provider().Launch(ctx, only); !errors.Is(err, ErrInsufficientCapacity) || inst.ID != "" {
+		t.Errorf("reserved only, reservation full: %+v, %v; want ErrInsufficientCapacity", inst, err)
+	}
 }

@@ -246,7 +246,7 @@ func launchRequest(pool *karpenter.NodePool, class *karpenter.EC2NodeClass, nn *
 	return cloud.LaunchRequest{
 		NodePool: pool.Name, NodeClass: class, InstanceTypes: nn.Options, Zones: []string{nn.Zone},
 		FallbackZones: cloud.AllowedZones(nn.Requirements), FallbackAnyZone: cloud.AllowedZones(nn.Requirements) == nil,
-		CapacityTypes: capacityTypes(pool, nn.CapacityType), Labels: nn.Labels,
+		CapacityTypes: capacityTypes(pool, class, nn.CapacityType), Labels: nn.Labels,
 		Taints: append(append([]corev1.Taint(nil), pool.Spec.Template.Spec.Taints...), pool.Spec.Template.Spec.StartupTaints...),
 	}
 }
@@ -262,6 +262,11 @@ func launchRecord(cat *catalog.Catalog, class *karpenter.EC2NodeClass, nn *packe
 		l.Capacity = catalog.CapacityFor(it, over)
 		l.Allocatable = catalog.Allocatable(it, over)
 		l.Labels = catalog.InstanceLabels(it)
+		if inst.CapacityReservationID != "" {
+			// The labels Karpenter puts on a node in a reservation.
+			l.Labels[karpenter.LabelCapacityReservationID] = inst.CapacityReservationID
+			l.Labels[karpenter.LabelCapacityReservationType] = inst.CapacityReservationType
+		}
 		for _, o := range it.Offerings {
 			if o.Zone == inst.Zone && o.CapacityType == inst.CapacityType {
 				price = o.PricePerHour
@@ -328,21 +333,41 @@ func nodeClaimFor(pool *karpenter.NodePool, class *karpenter.EC2NodeClass, nn *p
 
 // capacityTypes are the capacity types a node may launch with: the plan's choice
 // first, then on-demand when the pool allows it, so a spot shortage falls back.
-func capacityTypes(pool *karpenter.NodePool, chosen string) []string {
-	out := []string{chosen}
-	if chosen == karpenter.CapacityTypeSpot {
-		od := map[string]string{karpenter.CapacityTypeLabelKey: karpenter.CapacityTypeOnDemand}
-		allowed := true
+func capacityTypes(pool *karpenter.NodePool, class *karpenter.EC2NodeClass, chosen string) []string {
+	allows := func(ct string) bool {
 		for _, r := range pool.Spec.Template.Spec.Requirements {
-			if r.Key == karpenter.CapacityTypeLabelKey && !r.MatchesLabels(od) {
-				allowed = false
+			if r.Key == karpenter.CapacityTypeLabelKey && !r.MatchesLabels(map[string]string{karpenter.CapacityTypeLabelKey: ct}) {
+				return false
 			}
 		}
-		if allowed {
-			out = append(out, karpenter.CapacityTypeOnDemand)
-		}
+		return true
+	}
+	var out []string
+	// A free slot in one of the class's reservations comes first when the pool
+	// names reserved capacity: Karpenter prices reserved offerings far below
+	// on-demand, so it always prefers them.
+	if chosen != karpenter.CapacityTypeReserved && class != nil && len(class.Spec.CapacityReservationSelectorTerms) > 0 &&
+		requiresCapacityType(pool, karpenter.CapacityTypeReserved) {
+		out = append(out, karpenter.CapacityTypeReserved)
+	}
+	out = append(out, chosen)
+	if chosen == karpenter.CapacityTypeSpot && allows(karpenter.CapacityTypeOnDemand) {
+		out = append(out, karpenter.CapacityTypeOnDemand)
 	}
 	return out
+}
+
+// requiresCapacityType reports whether the pool's capacity-type requirement
+// names ct: reserved capacity is used only when asked for, as Karpenter's
+// default capacity-type requirement leaves it out.
+func requiresCapacityType(pool *karpenter.NodePool, ct string) bool {
+	for _, r := range pool.Spec.Template.Spec.Requirements {
+		if r.Key == karpenter.CapacityTypeLabelKey && r.MatchesLabels(map[string]string{karpenter.CapacityTypeLabelKey: ct}) &&
+			r.Operator == corev1.NodeSelectorOpIn {
+			return true
+		}
+	}
+	return false
 }
 
 // markLaunched retries recording a launch whose first attempt failed with first:
