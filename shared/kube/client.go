@@ -35,7 +35,7 @@ type Cluster interface {
 	// initialization, timeouts, finalization) and the NodePools' status.
 	Advance(ctx context.Context, st *ClusterState, trs []lifecycle.Transition, term InstanceTerminator) *ReconcileReport
 	// BeginDisruption taints a Joiner-launched node karpenter.sh/disrupted:NoSchedule.
-	BeginDisruption(ctx context.Context, st *ClusterState, nodeName string, opts DisruptOptions) (*Disruption, error)
+	BeginDisruption(ctx context.Context, st *ClusterState, nodeName string, opts DisruptOptions) (NodeDisruption, error)
 	// ClearStaleDisruptions removes disruption taints no running disruption owns.
 	ClearStaleDisruptions(ctx context.Context, st *ClusterState) ([]string, error)
 	// TaintRebalance taints a Joiner-launched node RebalanceTaint.

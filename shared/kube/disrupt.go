@@ -61,6 +61,19 @@ type DisruptOptions struct {
 	Involuntary bool
 }
 
+// NodeDisruption is a disruption in progress as the handlers drive it: *Disruption
+// against the API server, or an executor that only records (shadow mode, tests).
+type NodeDisruption interface {
+	// Drain evicts the node's pods.
+	Drain(ctx context.Context, opts DrainOptions) (*DrainResult, error)
+	// Complete deletes the NodeClaim, terminates its instance and removes the Node.
+	Complete(ctx context.Context, term InstanceTerminator) error
+	// Abandon removes the disruption taint unless Complete committed the deletion.
+	Abandon(ctx context.Context)
+}
+
+var _ NodeDisruption = (*Disruption)(nil)
+
 // Disruption is a node tainted for disruption. Call Abandon in a defer right after
 // BeginDisruption: unless Complete succeeded it removes the taint again, so no node
 // stays cordoned by mistake, even when the context has already ended.
@@ -76,7 +89,7 @@ type Disruption struct {
 // karpenter.sh/disrupted:NoSchedule. A voluntary disruption is refused (with a
 // DisruptionBlocked Event) when the node or any of its pods is annotated
 // karpenter.sh/do-not-disrupt: "true".
-func (c *Client) BeginDisruption(ctx context.Context, st *ClusterState, nodeName string, opts DisruptOptions) (*Disruption, error) {
+func (c *Client) BeginDisruption(ctx context.Context, st *ClusterState, nodeName string, opts DisruptOptions) (NodeDisruption, error) {
 	var node *corev1.Node
 	for _, n := range st.AllNodes {
 		if n.Name == nodeName {
