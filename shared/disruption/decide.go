@@ -293,6 +293,9 @@ type command struct {
 	replacements []packer.NewNode
 	forceful     bool
 	explain      string
+	// observeOnly: an empty node whose emptiness no round has recorded yet. It is
+	// decided as a deletion but its action is MarkEmpty (see emptiness).
+	observeOnly bool
 }
 
 // accept records a command and applies it to the state.
@@ -336,6 +339,11 @@ func (s *state) accept(c command) {
 		}
 		a := Action{Kind: kind, Reason: c.reason, Command: s.command, NodeClaim: n.claimName(), Node: n.name(),
 			NodePool: n.poolName(), SavingsPerHour: share, Forceful: c.forceful, Explanation: c.explain}
+		if c.observeOnly {
+			since := emptySince(n)
+			a = Action{Kind: MarkEmpty, Reason: ReasonEmpty, Command: s.command, NodeClaim: n.claimName(), Node: n.name(),
+				NodePool: n.poolName(), EmptySince: &since, Explanation: c.explain + "; first seen empty now, so it waits for consolidateAfter from here"}
+		}
 		if i == 0 && len(c.replacements) > 0 {
 			r := c.replacements[0]
 			a.Replacement = &r

@@ -37,7 +37,10 @@ func TestEmptyNodeWaitsForConsolidateAfter(t *testing.T) {
 		{name: "empty for 11m of 10m (condition)", nodeAge: time.Hour, cond: ptr(emptyCond(11 * time.Minute)), after: karpenter.NewDuration(10 * time.Minute), policy: whenEmpty, wantGone: true},
 		{name: "same under WhenEmptyOrUnderutilized", nodeAge: time.Hour, cond: ptr(emptyCond(11 * time.Minute)), after: karpenter.NewDuration(10 * time.Minute), policy: whenUnderused, wantGone: true},
 		{name: "new node, no condition: marked, kept", nodeAge: 2 * time.Minute, after: karpenter.NewDuration(10 * time.Minute), policy: whenEmpty, wantMark: true, markSince: 2 * time.Minute},
-		{name: "old node, no condition: evidence suffices", nodeAge: 3 * time.Hour, after: karpenter.NewDuration(10 * time.Minute), policy: whenEmpty, wantGone: true},
+		// The snapshot cannot tell when its last pod left: the emptiness is
+		// observed (marked) first, and the timer runs from that round.
+		{name: "old node, no condition: marked, kept", nodeAge: 3 * time.Hour, after: karpenter.NewDuration(10 * time.Minute), policy: whenEmpty, wantMark: true, markSince: 3 * time.Hour},
+		{name: "consolidateAfter 0s: no condition needed", nodeAge: 3 * time.Hour, after: karpenter.NewDuration(0), policy: whenEmpty, wantGone: true},
 		{name: "consolidateAfter Never", nodeAge: 3 * time.Hour, cond: ptr(emptyCond(2 * time.Hour)), after: karpenter.NeverDuration(), policy: whenEmpty},
 	}
 	for _, tc := range cases {

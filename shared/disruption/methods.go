@@ -132,6 +132,12 @@ func (s *state) drift() {
 }
 
 // emptiness deletes nodes that have been empty for their pool's consolidateAfter.
+// With a consolidateAfter above zero the emptiness must have been observed: pods
+// that left a node leave no trace in a snapshot, so a node without the Empty
+// condition may have emptied a moment ago. Such a node is decided as if deleted
+// (it counts against the budget and takes no pods in later simulations: moving
+// pods onto a node that goes next round would only move them twice) but its action
+// is MarkEmpty, and its timer runs from the round that writes it.
 func (s *state) emptiness() {
 	var eligible []*nodeInfo
 	batch := map[string]int{}
@@ -162,11 +168,15 @@ func (s *state) emptiness() {
 		after, _ := consolidateAfter(n.pool)
 		return fmt.Sprintf("Empty: no pods but DaemonSet and mirror pods since %s (consolidateAfter %s)", stamp(emptySince(n)), after)
 	}
+	unobserved := func(n *nodeInfo) bool {
+		after, _ := consolidateAfter(n.pool)
+		return after > 0 && !conditionTrue(n.claim.Status.Conditions, karpenter.ConditionEmpty)
+	}
 	// Empty nodes hold no pods of their own, but pending pods may be counting on
 	// their room: remove them all at once if that costs nothing, else one by one.
 	if plan, why := s.simulate(eligible); why == "" && len(plan.NewNodes) == 0 {
 		for _, n := range eligible {
-			s.accept(command{reason: ReasonEmpty, nodes: []*nodeInfo{n}, plan: plan, explain: explain(n)})
+			s.accept(command{reason: ReasonEmpty, nodes: []*nodeInfo{n}, plan: plan, explain: explain(n), observeOnly: unobserved(n)})
 		}
 		return
 	}
@@ -183,7 +193,7 @@ func (s *state) emptiness() {
 			s.block(n, BlockUnconsolidable, "empty, but "+why)
 			continue
 		}
-		s.accept(command{reason: ReasonEmpty, nodes: []*nodeInfo{n}, plan: plan, explain: explain(n)})
+		s.accept(command{reason: ReasonEmpty, nodes: []*nodeInfo{n}, plan: plan, explain: explain(n), observeOnly: unobserved(n)})
 	}
 }
 

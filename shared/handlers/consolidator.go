@@ -71,9 +71,6 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 		if ctx.Err() != nil {
 			break
 		}
-		if d.emptinessUnobserved(ctx, st, cmd) {
-			continue
-		}
 		if msg, err := d.executeCommand(ctx, st, cat, cmd, sum); err != nil {
 			sum.fail(err)
 		} else if msg != "" {
@@ -200,44 +197,6 @@ func (d *Deps) recordEmptiness(ctx context.Context, actions []disruption.Action)
 			d.log().Warn("could not record emptiness", "nodeclaim", a.NodeClaim, "error", err.Error())
 		}
 	}
-}
-
-// emptinessUnobserved holds back the deletion of empty nodes that no round has seen
-// empty yet (no Empty=True condition) when their pool sets a consolidateAfter: pods
-// that left a node leave no trace in the snapshot, so the node may have emptied a
-// moment ago. It marks them Empty now; consolidateAfter then runs from this round.
-func (d *Deps) emptinessUnobserved(ctx context.Context, st *kube.ClusterState, cmd []disruption.Action) bool {
-	if cmd[0].Reason != disruption.ReasonEmpty || d.Config.DryRun {
-		return false
-	}
-	hold := false
-	for _, a := range cmd {
-		var nc *karpenter.NodeClaim
-		for _, c := range st.NodeClaims {
-			if c.Name == a.NodeClaim {
-				nc = c
-			}
-		}
-		if nc == nil || kube.ConditionTrue(nc.Status.Conditions, karpenter.ConditionEmpty) || !waitsWhenEmpty(st, a.NodePool) {
-			continue
-		}
-		hold = true
-		if err := d.Cluster.SetEmpty(ctx, a.NodeClaim, true, d.now()); err != nil {
-			d.log().Warn("could not record emptiness", "nodeclaim", a.NodeClaim, "error", err.Error())
-		}
-	}
-	return hold
-}
-
-// waitsWhenEmpty reports whether a pool's empty nodes wait (consolidateAfter > 0).
-func waitsWhenEmpty(st *kube.ClusterState, pool string) bool {
-	for _, p := range st.Snapshot.NodePools {
-		if p.Name == pool {
-			d := p.Spec.Disruption.ConsolidateAfter.Duration
-			return d == nil || *d > 0
-		}
-	}
-	return false
 }
 
 // executeCommand carries out one unit of the decision: launch its replacements and
