@@ -85,42 +85,60 @@ type Disruption struct {
 	committed bool
 }
 
-// BeginDisruption checks that nodeName is Joiner's to disrupt and taints it
-// karpenter.sh/disrupted:NoSchedule. A voluntary disruption is refused (with a
-// DisruptionBlocked Event) when the node or any of its pods is annotated
-// karpenter.sh/do-not-disrupt: "true".
-func (c *Client) BeginDisruption(ctx context.Context, st *ClusterState, nodeName string, opts DisruptOptions) (NodeDisruption, error) {
-	var node *corev1.Node
+// Disruptable checks that nodeName may be disrupted: it is in the snapshot, a
+// NodeClaim owns it, it is no control-plane or infra node, and (for a voluntary
+// disruption) neither it nor any of its pods carries karpenter.sh/do-not-disrupt
+// (blocker names the pod that does). Every executor asks it, the one that only
+// records too, so no executor can disrupt what this refuses.
+func (st *ClusterState) Disruptable(nodeName string, opts DisruptOptions) (node *corev1.Node, nc *karpenter.NodeClaim, blocker *corev1.Pod, err error) {
 	for _, n := range st.AllNodes {
 		if n.Name == nodeName {
 			node = n
 		}
 	}
 	if node == nil {
-		return nil, fmt.Errorf("disrupt node %s: not in the snapshot", nodeName)
+		return nil, nil, nil, fmt.Errorf("disrupt node %s: not in the snapshot", nodeName)
 	}
-	nc := st.NodeClaimForNode(node)
+	nc = st.NodeClaimForNode(node)
 	switch {
 	case facts.IsProtectedNode(node):
-		return nil, fmt.Errorf("disrupt node %s: control-plane or infra node: %w", nodeName, ErrNotOwned)
+		return node, nc, nil, fmt.Errorf("disrupt node %s: control-plane or infra node: %w", nodeName, ErrNotOwned)
 	case nc == nil || node.Labels[karpenter.NodePoolLabelKey] == "":
-		return nil, fmt.Errorf("disrupt node %s: no NodeClaim owns it: %w", nodeName, ErrNotOwned)
+		return node, nc, nil, fmt.Errorf("disrupt node %s: no NodeClaim owns it: %w", nodeName, ErrNotOwned)
 	}
-	if !opts.Involuntary {
-		if facts.DoNotDisrupt(node.Annotations) {
+	if opts.Involuntary {
+		return node, nc, nil, nil
+	}
+	if facts.DoNotDisrupt(node.Annotations) {
+		return node, nc, nil, fmt.Errorf("disrupt node %s: %w", nodeName, ErrDoNotDisrupt)
+	}
+	for _, p := range st.PodsByNode[nodeName] {
+		if facts.PodBlocksDisruption(p) {
+			return node, nc, p, fmt.Errorf("disrupt node %s: pod %s/%s: %w", nodeName, p.Namespace, p.Name, ErrDoNotDisrupt)
+		}
+	}
+	return node, nc, nil, nil
+}
+
+// BeginDisruption checks that nodeName is Joiner's to disrupt and taints it
+// karpenter.sh/disrupted:NoSchedule. A voluntary disruption is refused (with a
+// DisruptionBlocked Event) when the node or any of its pods is annotated
+// karpenter.sh/do-not-disrupt: "true".
+func (c *Client) BeginDisruption(ctx context.Context, st *ClusterState, nodeName string, opts DisruptOptions) (NodeDisruption, error) {
+	node, nc, blocker, err := st.Disruptable(nodeName, opts)
+	if errors.Is(err, ErrDoNotDisrupt) {
+		if blocker == nil {
 			note := fmt.Sprintf("Node has %q annotation", karpenter.DoNotDisruptAnnotation)
 			c.warn(ctx, NodeRef(node), ReasonDisruptionBlocked, "Disrupt", note)
 			c.warn(ctx, NodeClaimRef(nc), ReasonDisruptionBlocked, "Disrupt", note)
-			return nil, fmt.Errorf("disrupt node %s: %w", nodeName, ErrDoNotDisrupt)
+		} else {
+			note := fmt.Sprintf("Pod %s/%s has %q annotation", blocker.Namespace, blocker.Name, karpenter.DoNotDisruptAnnotation)
+			c.warn(ctx, PodRef(blocker), ReasonDisruptionBlocked, "Disrupt", fmt.Sprintf("Pod has %q annotation", karpenter.DoNotDisruptAnnotation))
+			c.warn(ctx, NodeRef(node), ReasonDisruptionBlocked, "Disrupt", note)
 		}
-		for _, p := range st.PodsByNode[nodeName] {
-			if facts.PodBlocksDisruption(p) {
-				note := fmt.Sprintf("Pod %s/%s has %q annotation", p.Namespace, p.Name, karpenter.DoNotDisruptAnnotation)
-				c.warn(ctx, PodRef(p), ReasonDisruptionBlocked, "Disrupt", fmt.Sprintf("Pod has %q annotation", karpenter.DoNotDisruptAnnotation))
-				c.warn(ctx, NodeRef(node), ReasonDisruptionBlocked, "Disrupt", note)
-				return nil, fmt.Errorf("disrupt node %s: pod %s/%s: %w", nodeName, p.Namespace, p.Name, ErrDoNotDisrupt)
-			}
-		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	if err := c.taintDisruptedUntil(ctx, node, c.disruptionUntil(ctx), true); err != nil {
 		return nil, err
