@@ -52,6 +52,7 @@ const (
 	CtxConsolidationRate       = "consolidationRate"
 	CtxRebalanceMode           = "rebalanceMode"
 	CtxDryRun                  = "dryRun"
+	CtxMode                    = "mode"
 	CtxRecordQueue             = "recordQueue"
 	CtxBootstrapTokenParameter = "bootstrapTokenParameter"
 	CtxBootstrapTokenSecretArn = "bootstrapTokenSecretArn"
@@ -89,6 +90,8 @@ type Config struct {
 	ConsolidationRate string
 	RebalanceMode     string
 	DryRun            bool
+	// Mode is "act" or "shadow" (decide and record only, beside Karpenter).
+	Mode string
 	// RecordQueue makes the rules deliver every event to an SQS queue as well, for
 	// `joiner record --queue` to turn a production day into a replay scenario.
 	RecordQueue bool
@@ -213,6 +216,7 @@ func ConfigFromContext(get Getter) (Config, error) {
 		ScheduleRate:            str(CtxScheduleRate, "1 minute"),
 		RebalanceMode:           str(CtxRebalanceMode, "ignore"),
 		DryRun:                  boolean(CtxDryRun, false),
+		Mode:                    strings.ToLower(str(CtxMode, "act")),
 		RecordQueue:             boolean(CtxRecordQueue, false),
 		BootstrapTokenParameter: str(CtxBootstrapTokenParameter, ""),
 		BootstrapTokenSecretArn: str(CtxBootstrapTokenSecretArn, ""),
@@ -353,6 +357,11 @@ func ConfigFromContext(get Getter) (Config, error) {
 		if (m[1] == "1") != !strings.HasSuffix(m[2], "s") {
 			bad(key, "%q: EventBridge wants the singular unit for 1 and the plural otherwise", rate)
 		}
+	}
+	if c.Mode != "act" && c.Mode != "shadow" {
+		bad(CtxMode, "%q: want act or shadow", c.Mode)
+	} else if c.Mode == "shadow" && c.DryRun {
+		bad(CtxMode, "shadow with -c dryRun=true: pick one (shadow already writes nothing)")
 	}
 	if !slices.Contains(rebalanceModes, c.RebalanceMode) {
 		bad(CtxRebalanceMode, "%q: want one of %s", c.RebalanceMode, strings.Join(rebalanceModes, ", "))

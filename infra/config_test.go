@@ -17,7 +17,7 @@ func TestConfigDefaults(t *testing.T) {
 		StackName: "Joiner-prod", ClusterName: "prod", Kind: KindEKS, NodeAccessEntry: true,
 		ForwarderAuth: AuthIRSA, OIDCProviderArn: oidcArn, OIDCIssuer: oidcIssuer,
 		ForwarderNamespace: "joiner", ForwarderServiceAccount: "joiner-forwarder",
-		ScheduleRate: "1 minute", ConsolidationRate: "1 minute", RebalanceMode: "ignore",
+		ScheduleRate: "1 minute", ConsolidationRate: "1 minute", RebalanceMode: "ignore", Mode: "act",
 		LogLevel: "INFO", LogRetentionDays: 30, DistDir: "../dist",
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -91,6 +91,8 @@ func TestConfigErrors(t *testing.T) {
 		"plural rate":            {base(map[string]any{CtxConsolidationRate: "1 minutes"}), []string{"singular unit for 1"}},
 		"bad rebalance":          {base(map[string]any{CtxRebalanceMode: "panic"}), []string{"want one of ignore, taint, replace"}},
 		"bad dry run":            {base(map[string]any{CtxDryRun: "maybe"}), []string{`-c dryRun: "maybe" is not true or false`}},
+		"bad mode":               {base(map[string]any{CtxMode: "watch"}), []string{`-c mode: "watch": want act or shadow`}},
+		"shadow dry run":         {base(map[string]any{CtxMode: "shadow", CtxDryRun: true}), []string{"-c mode: shadow with -c dryRun=true: pick one"}},
 		"bad log level":          {base(map[string]any{CtxLogLevel: "loud"}), []string{"-c logLevel"}},
 		"bad retention":          {base(map[string]any{CtxLogRetentionDays: "10"}), []string{"10 is not a CloudWatch Logs retention"}},
 		"bad topic":              {base(map[string]any{CtxAlarmTopicArn: "alarms"}), []string{"is not an SNS topic ARN"}},

@@ -11,6 +11,7 @@ const (
 
 	EnvDryRun                  = "JOINER_DRY_RUN"                   // "true": decide and log, mutate nothing
 	EnvRebalanceMode           = "JOINER_REBALANCE_MODE"            // ignore | taint | replace
+	EnvMode                    = "JOINER_MODE"                      // act | shadow: shadow decides and records only
 	EnvNodeRoleArn             = "JOINER_NODE_ROLE_ARN"             // the role passed to instances
 	EnvNodeRoleName            = "JOINER_NODE_ROLE_NAME"            // EC2NodeClass spec.role must name it
 	EnvBootstrapTokenParameter = "JOINER_BOOTSTRAP_TOKEN_PARAMETER" // self-managed: SSM parameter with the join token

@@ -196,6 +196,7 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 		EnvClusterName:   jsii.String(cfg.ClusterName),
 		EnvDryRun:        jsii.String(fmt.Sprint(cfg.DryRun)),
 		EnvRebalanceMode: jsii.String(cfg.RebalanceMode),
+		EnvMode:          jsii.String(cfg.Mode),
 		EnvNodeRoleArn:   nodeRole.RoleArn(),
 		EnvNodeRoleName:  jsii.String(cfg.NodeRoleName()),
 	}

@@ -279,7 +279,7 @@ func TestFunctions(t *testing.T) {
 			env := p["Environment"].(map[string]any)["Variables"].(map[string]any)
 			wantEnv := map[string]any{
 				EnvFunction: spec.Name, EnvClusterAccess: string(s.cfg.Kind), EnvClusterName: s.cfg.ClusterName,
-				EnvDryRun: map[bool]string{true: "true", false: "false"}[s.cfg.DryRun], EnvRebalanceMode: s.cfg.RebalanceMode,
+				EnvDryRun: map[bool]string{true: "true", false: "false"}[s.cfg.DryRun], EnvRebalanceMode: s.cfg.RebalanceMode, EnvMode: s.cfg.Mode,
 				EnvNodeRoleName: s.cfg.NodeRoleName(),
 			}
 			if s.cfg.NodeRoleArn != "" {

@@ -30,6 +30,8 @@ type Config struct {
 	AccountID string
 	// DryRun sends every EC2 mutation with DryRun=true and writes nothing to Kubernetes.
 	DryRun bool
+	// Mode is ModeAct (the default) or ModeShadow.
+	Mode string
 	// Rebalance is ignore, taint or replace (default ignore).
 	Rebalance string
 	// LeaseDuration bounds how long a crashed holder blocks others (default 60s); it
@@ -50,6 +52,7 @@ const (
 	EnvRegion          = access.EnvRegion
 	EnvAccountID       = "JOINER_ACCOUNT_ID"
 	EnvDryRun          = "JOINER_DRY_RUN"
+	EnvMode            = "JOINER_MODE"
 	EnvRebalanceMode   = "JOINER_REBALANCE_MODE"
 	EnvLeaseSeconds    = "JOINER_LEASE_SECONDS"
 	EnvLeaseWait       = "JOINER_LEASE_WAIT_SECONDS"
@@ -84,6 +87,16 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		c.DryRun = true
 	default:
 		problems = append(problems, fmt.Sprintf("%s=%q: want 1/true or 0/false", EnvDryRun, v))
+	}
+	switch c.Mode = strings.ToLower(getenv(EnvMode)); c.Mode {
+	case "":
+		c.Mode = ModeAct
+	case ModeAct, ModeShadow:
+	default:
+		problems = append(problems, fmt.Sprintf("%s=%q: want act or shadow", EnvMode, c.Mode))
+	}
+	if c.Mode == ModeShadow && c.DryRun {
+		problems = append(problems, fmt.Sprintf("%s=shadow and %s: pick one (shadow already writes nothing; dry run asks EC2 whether each write would succeed)", EnvMode, EnvDryRun))
 	}
 	switch c.Rebalance {
 	case "":

@@ -126,6 +126,14 @@ func (d *Deps) adoptHashes(ctx context.Context, st *kube.ClusterState, sum *Summ
 	if len(stamps) == 0 || d.Config.DryRun {
 		return st, nil
 	}
+	if d.Config.Mode == ModeShadow {
+		// The recorder writes nothing, and a re-read would show the old hashes:
+		// the decision sees the stamps on copies, as it would after the writes.
+		for _, s := range stamps {
+			_ = d.Cluster.Annotate(ctx, s.Kind, s.Name, s.Annotations)
+		}
+		return withStamps(st, stamps), nil
+	}
 	var claims []string
 	for _, s := range stamps {
 		if err := d.Cluster.Annotate(ctx, s.Kind, s.Name, s.Annotations); err != nil {
@@ -180,6 +188,46 @@ func (d *Deps) resolveNodeClasses(ctx context.Context, st *kube.ClusterState) er
 		}
 	}
 	return nil
+}
+
+// withStamps is st with the stamps' annotations merged into copies of the objects
+// they name.
+func withStamps(st *kube.ClusterState, stamps []disruption.HashStamp) *kube.ClusterState {
+	out := *st
+	merge := func(kind, name string, meta *metav1.ObjectMeta) {
+		for _, s := range stamps {
+			if s.Kind != kind || s.Name != name {
+				continue
+			}
+			a := make(map[string]string, len(meta.Annotations)+len(s.Annotations))
+			for k, v := range meta.Annotations {
+				a[k] = v
+			}
+			for k, v := range s.Annotations {
+				a[k] = v
+			}
+			meta.Annotations = a
+		}
+	}
+	out.NodeClaims = make([]*karpenter.NodeClaim, len(st.NodeClaims))
+	for i, nc := range st.NodeClaims {
+		cp := *nc
+		merge(karpenter.NodeClaimKind, nc.Name, &cp.ObjectMeta)
+		out.NodeClaims[i] = &cp
+	}
+	out.Snapshot.NodePools = make([]*karpenter.NodePool, len(st.Snapshot.NodePools))
+	for i, np := range st.Snapshot.NodePools {
+		cp := *np
+		merge(karpenter.NodePoolKind, np.Name, &cp.ObjectMeta)
+		out.Snapshot.NodePools[i] = &cp
+	}
+	out.Snapshot.NodeClasses = make([]*karpenter.EC2NodeClass, len(st.Snapshot.NodeClasses))
+	for i, c := range st.Snapshot.NodeClasses {
+		cp := *c
+		merge(karpenter.NodeClassKind, c.Name, &cp.ObjectMeta)
+		out.Snapshot.NodeClasses[i] = &cp
+	}
+	return &out
 }
 
 // recordEmptiness writes the decision's MarkEmpty and ClearEmpty actions on the
@@ -268,6 +316,9 @@ func (d *Deps) disruptNode(ctx context.Context, st *kube.ClusterState, a disrupt
 
 // waitReady polls until every launched NodeClaim is Initialized.
 func (d *Deps) waitReady(ctx context.Context, got []launched) error {
+	if d.Config.Mode == ModeShadow {
+		return nil // recorded launches never become ready; the decision goes on as if they had
+	}
 	deadline := d.now().Add(replacementWait)
 	for {
 		st, err := d.Cluster.ReadState(ctx)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/joiner-autoscaler/joiner/events"
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
 )
 
@@ -43,7 +44,10 @@ type Summary struct {
 	SavingsPerHour float64              `json:"savingsPerHour,omitempty"`
 	DecisionMillis float64              `json:"decisionMillis"`
 	DryRun         []cloud.DryRunResult `json:"dryRun,omitempty"`
-	Errors         []string             `json:"errors,omitempty"`
+	// Mode is "shadow" when the invocation only recorded its decisions (Shadow).
+	Mode   string     `json:"mode,omitempty"`
+	Shadow []Decision `json:"shadow,omitempty"`
+	Errors []string   `json:"errors,omitempty"`
 }
 
 func (s *Summary) fail(err error) {
@@ -116,6 +120,15 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", f.name, err)
 	}
 	d.prepared = &f.prepared
+	var rec *Recorder
+	if d.Config.Mode == ModeShadow {
+		// The boundary: from here on every write goes to the recorder, whatever
+		// path the handler takes.
+		rec = NewRecorder(d.Cluster, d.Cloud, d.now)
+		rec.pricedBy(func() *catalog.Catalog { return d.cat })
+		d.Cluster, d.Cloud = rec, rec
+		sum.Mode = ModeShadow
+	}
 	log := d.log().With("function", f.name, "event", sum.Event, "eventId", sum.EventID)
 	d.Log = log
 	if d.Metrics == nil {
@@ -135,6 +148,14 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 		if err := f.run(ctx, d, ev, sum); err != nil {
 			sum.fail(err)
 			f.seen.forget(ev.DedupeKey()) // a failed attempt must be retried
+		}
+	}
+	if rec != nil {
+		sum.Shadow = rec.Decisions()
+		d.Metrics.Add("ShadowDecisions", "Count", float64(len(sum.Shadow)))
+		for _, dec := range sum.Shadow {
+			d.Metrics.Add("Shadow"+string(dec.Kind), "Count", 1)
+			log.Info("shadow decision", "decision", dec)
 		}
 	}
 	sum.DecisionMillis = float64(time.Since(start).Microseconds()) / 1000

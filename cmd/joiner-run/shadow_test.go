@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/joiner-autoscaler/joiner/shared/handlers"
+	"github.com/joiner-autoscaler/joiner/shared/kube"
+)
+
+// fingerprint is every object of the in-memory cluster (NodeClaims, NodePools,
+// EC2NodeClasses with status, Nodes, Pods, Events, Leases) and the simulated
+// account's state, serialised: shadow mode must leave every byte of it alone.
+func (w *simWorld) fingerprint(t *testing.T) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	put := func(key string, v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[key] = string(b)
+	}
+	for _, gvr := range []struct {
+		name string
+		list func() (any, error)
+	}{
+		{"nodeclaims", func() (any, error) {
+			return w.kc.Clients().Dynamic.Resource(kube.NodeClaimGVR).List(ctx, metav1.ListOptions{})
+		}},
+		{"nodepools", func() (any, error) {
+			return w.kc.Clients().Dynamic.Resource(kube.NodePoolGVR).List(ctx, metav1.ListOptions{})
+		}},
+		{"nodeclasses", func() (any, error) {
+			return w.kc.Clients().Dynamic.Resource(kube.NodeClassGVR).List(ctx, metav1.ListOptions{})
+		}},
+		{"nodes", func() (any, error) { return w.kc.Clientset().CoreV1().Nodes().List(ctx, metav1.ListOptions{}) }},
+		{"pods", func() (any, error) { return w.kc.Clientset().CoreV1().Pods("").List(ctx, metav1.ListOptions{}) }},
+		{"events", func() (any, error) { return w.kc.Clientset().EventsV1().Events("").List(ctx, metav1.ListOptions{}) }},
+		{"leases", func() (any, error) {
+			return w.kc.Clientset().CoordinationV1().Leases("").List(ctx, metav1.ListOptions{})
+		}},
+	} {
+		v, err := gvr.list()
+		if err != nil {
+			t.Fatalf("list %s: %v", gvr.name, err)
+		}
+		put(gvr.name, v)
+	}
+	st := w.sim.State()
+	st.CallCount = 0 // reads count too
+	put("aws", st)
+	return out
+}
+
+// TestShadowModeMutatesNothing runs the three functions with JOINER_MODE=shadow on
+// the adoption scenario's cluster (Karpenter's NodeClaims, Nodes and instances:
+// one empty, one drifted, one expired, one spot) and an interruption of its spot
+// instance: each decides what it would do, and neither the in-memory cluster nor
+// the simulated account changes by a byte.
+func TestShadowModeMutatesNothing(t *testing.T) {
+	t.Setenv(handlers.EnvMode, handlers.ModeShadow)
+	ctx := context.Background()
+	w, err := newSimWorld(ctx, invokeFlags{scenario: "../../testdata/scenarios/020-adopt-from-karpenter"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.sim.Close()
+	if w.cfg.Mode != handlers.ModeShadow {
+		t.Fatalf("config mode %q from %s=shadow", w.cfg.Mode, handlers.EnvMode)
+	}
+	spot, err := os.ReadFile("../../events/spot-interruption.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spot = []byte(strings.NewReplacer("i-1234567890abcdef0", "i-0a66f00dcafe00064", "123456789012", w.cfg.AccountID).Replace(string(spot)))
+	scheduled, err := os.ReadFile("../../events/scheduled-rule.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduled = []byte(strings.ReplaceAll(string(scheduled), "123456789012", w.cfg.AccountID))
+
+	before := w.fingerprint(t)
+	kinds := map[string][]string{}
+	for _, step := range []struct {
+		fn    string
+		event []byte
+	}{{handlers.Consolidator, scheduled}, {handlers.Interruption, spot}, {handlers.Provisioner, scheduled}} {
+		fn, err := handlers.NewFunction(step.fn, w.newDeps(step.fn))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn.MetricsOut = io.Discard
+		out, err := fn.Invoke(ctx, step.event)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", step.fn, err, out)
+		}
+		var sum handlers.Summary
+		if err := json.Unmarshal(out, &sum); err != nil {
+			t.Fatal(err)
+		}
+		if sum.Mode != handlers.ModeShadow {
+			t.Errorf("%s: summary mode %q", step.fn, sum.Mode)
+		}
+		for _, d := range sum.Shadow {
+			kinds[step.fn] = append(kinds[step.fn], string(d.Kind)+" "+d.Node+d.NodeClaim)
+		}
+		t.Logf("%s: %s; %d decision(s)", step.fn, sum.Action, len(sum.Shadow))
+	}
+	after := w.fingerprint(t)
+	for k := range before {
+		if before[k] != after[k] {
+			t.Errorf("shadow mode changed the %s", k)
+		}
+	}
+	has := func(fn, prefix string) bool {
+		return slices.ContainsFunc(kinds[fn], func(s string) bool { return strings.HasPrefix(s, prefix) })
+	}
+	// What the same functions do acting (scenario 020 in make replay): the empty
+	// node is marked empty (its pool's consolidateAfter runs from there), the expired
+	// one is replaced (the drifted one waits for the budget), the spot one is drained.
+	for _, want := range []struct{ fn, prefix string }{
+		{handlers.Consolidator, "SetEmpty "},
+		{handlers.Consolidator, "Launch "},
+		{handlers.Consolidator, "Drain ip-10-0-19-88.ec2.internal"},
+		{handlers.Interruption, "TaintDisrupted ip-10-0-3-64.ec2.internal"},
+		{handlers.Interruption, "Drain ip-10-0-3-64.ec2.internal"},
+		{handlers.Interruption, "DeleteNodeClaim ip-10-0-3-64.ec2.internal"},
+	} {
+		if !has(want.fn, want.prefix) {
+			t.Errorf("%s decided no %q; decisions: %v", want.fn, want.prefix, kinds[want.fn])
+		}
+	}
+}
