@@ -35,13 +35,20 @@ functions:
 
 # Each bootstrap must stay within 20 MB (decimal: 20,000,000 bytes), issue 5's target:
 # a Lambda package is downloaded and paged in on every cold start. Checks what
-# `make functions` built.
+# `make functions` built, and that each links only its own handler (function names
+# stay in a stripped Go binary's pclntab: handlers.runConsolidator in the provisioner
+# would mean its main reached the other handlers).
 BOOTSTRAP_MAX_BYTES ?= 20000000
+HANDLER_SYMBOLS := provisioner:runProvisioner interruption:runInterruption consolidator:runConsolidator
 size: functions
 	@fail=0; for f in $(FUNCTIONS); do \
 	  b=dist/$$f/bootstrap; [ -f $$b ] || continue; s=$$(stat -c %s $$b); \
 	  if [ $$s -gt $(BOOTSTRAP_MAX_BYTES) ]; then echo "$$b: $$s bytes, over the $(BOOTSTRAP_MAX_BYTES)-byte limit"; fail=1; \
 	  else echo "$$b: $$s bytes (limit $(BOOTSTRAP_MAX_BYTES))"; fi; \
+	  for hs in $(HANDLER_SYMBOLS); do h=$${hs%%:*}; sym=$${hs#*:}; \
+	    if [ $$h = $$f ]; then grep -qa "shared/handlers.$$sym" $$b || { echo "$$b: does not link its own handler ($$sym)"; fail=1; }; \
+	    elif grep -qa "shared/handlers.$$sym" $$b; then echo "$$b: links the $$h handler ($$sym) too"; fail=1; fi; \
+	  done; \
 	done; exit $$fail
 
 lint:

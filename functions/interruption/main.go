@@ -1,5 +1,6 @@
 // Command interruption is Joiner's interruption Lambda function. The handler lives in
-// shared/handlers; this main only wires it to the Lambda runtime.
+// shared/handlers; this main only wires it to the Lambda runtime, and names only
+// its own handler, so the binary links neither of the other two.
 package main
 
 import (
@@ -13,7 +14,7 @@ import (
 )
 
 func main() {
-	fn, err := handlers.FromEnv(context.Background(), handlers.Interruption)
+	fn, err := handlers.FromEnvFor(context.Background(), handlers.InterruptionHandler())
 	if err != nil {
 		// Lambda reports the init error with this message on every invocation.
 		fmt.Fprintln(os.Stderr, "interruption:", err)

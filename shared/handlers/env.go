@@ -28,6 +28,12 @@ func FromEnv(ctx context.Context, name string) (*Function, error) {
 	return FromEnvWith(ctx, name, Env{Getenv: os.Getenv, Log: os.Stdout})
 }
 
+// FromEnvFor is FromEnv for one handler: a Lambda main calls it so that its binary
+// links that handler only.
+func FromEnvFor(ctx context.Context, h Handler) (*Function, error) {
+	return fromEnv(ctx, h, Env{Getenv: os.Getenv, Log: os.Stdout})
+}
+
 // Env is where FromEnvWith reads its settings and writes its logs. The Lambda
 // runtime uses the process environment and stdout; `joiner invoke --live` overlays
 // its flags on the environment and keeps stdout for the decision summary.
@@ -45,6 +51,15 @@ type Env struct {
 
 // FromEnvWith is FromEnv over env.
 func FromEnvWith(ctx context.Context, name string, env Env) (*Function, error) {
+	h, err := HandlerNamed(name)
+	if err != nil {
+		return nil, err
+	}
+	return fromEnv(ctx, h, env)
+}
+
+func fromEnv(ctx context.Context, h Handler, env Env) (*Function, error) {
+	name := h.name
 	getenv, out := env.Getenv, env.Log
 	if getenv == nil {
 		getenv = os.Getenv
@@ -98,10 +113,7 @@ func FromEnvWith(ctx context.Context, name string, env Env) (*Function, error) {
 		cluster := kube.New(kc, kube.Options{ClusterName: cfg.ClusterName, Identity: identity, Log: log})
 		return &Deps{Config: cfg, Cluster: cluster, Cloud: prov, Log: log, Identity: identity}, nil
 	}
-	fn, err := NewFunction(name, newDeps)
-	if err != nil {
-		return nil, err
-	}
+	fn := NewFunctionFor(h, newDeps)
 	fn.MetricsOut = out
 	return fn, nil
 }

@@ -74,20 +74,53 @@ type Function struct {
 	prepared preparedCatalog
 }
 
-// NewFunction returns the named function over a dependency factory.
-func NewFunction(name string, newDeps func(ctx context.Context) (*Deps, error)) (*Function, error) {
-	var run runFunc
+// Handler is one function's code: what it does with an event. A binary links the
+// handlers it names, so each Lambda main names only its own (ProvisionerHandler,
+// InterruptionHandler, ConsolidatorHandler with FromEnvFor) and carries none of the
+// other two; NewFunction and FromEnv, which look a handler up by name, link all three.
+type Handler struct {
+	name string
+	run  runFunc
+}
+
+// Name is the function's name.
+func (h Handler) Name() string { return h.name }
+
+// ProvisionerHandler launches capacity for pending pods.
+func ProvisionerHandler() Handler { return Handler{name: Provisioner, run: runProvisioner} }
+
+// InterruptionHandler handles spot interruptions, rebalance recommendations,
+// instance state changes and AWS Health scheduled changes.
+func InterruptionHandler() Handler { return Handler{name: Interruption, run: runInterruption} }
+
+// ConsolidatorHandler removes and replaces nodes: consolidation, drift, expiry, leaks.
+func ConsolidatorHandler() Handler { return Handler{name: Consolidator, run: runConsolidator} }
+
+// HandlerNamed returns the named function's handler.
+func HandlerNamed(name string) (Handler, error) {
 	switch name {
 	case Provisioner:
-		run = runProvisioner
+		return ProvisionerHandler(), nil
 	case Interruption:
-		run = runInterruption
+		return InterruptionHandler(), nil
 	case Consolidator:
-		run = runConsolidator
-	default:
-		return nil, fmt.Errorf("unknown function %q (want %s, %s or %s)", name, Provisioner, Interruption, Consolidator)
+		return ConsolidatorHandler(), nil
 	}
-	return &Function{name: name, run: run, newDeps: newDeps, MetricsOut: os.Stdout, seen: newDedupe(4096)}, nil
+	return Handler{}, fmt.Errorf("unknown function %q (want %s, %s or %s)", name, Provisioner, Interruption, Consolidator)
+}
+
+// NewFunction returns the named function over a dependency factory.
+func NewFunction(name string, newDeps func(ctx context.Context) (*Deps, error)) (*Function, error) {
+	h, err := HandlerNamed(name)
+	if err != nil {
+		return nil, err
+	}
+	return NewFunctionFor(h, newDeps), nil
+}
+
+// NewFunctionFor returns h's function over a dependency factory.
+func NewFunctionFor(h Handler, newDeps func(ctx context.Context) (*Deps, error)) *Function {
+	return &Function{name: h.name, run: h.run, newDeps: newDeps, MetricsOut: os.Stdout, seen: newDedupe(4096)}
 }
 
 // Name returns the function's name.
