@@ -9,7 +9,7 @@ FUNCTIONS := provisioner interruption consolidator
 LAMBDA_ARCH ?= arm64
 LDFLAGS := -s -w
 
-.PHONY: all build joiner functions forwarder size test fuzz lint replay bench bench-scale kube-assets clean
+.PHONY: all build joiner functions forwarder size test fuzz lint replay bench bench-karpenter bench-scale kube-assets clean
 
 all: build
 
@@ -98,6 +98,14 @@ replay: joiner
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./shared/packer/...
 	$(GO) run ./cmd/packbench
+
+# Karpenter's scheduler (sigs.k8s.io/karpenter v1.14.1, the newest release that builds
+# with Go 1.26.8) and Joiner's packer on packbench's cases, side by side: pods/s,
+# cost / bound and pods left unschedulable of both. bench/ is its own module so the
+# main module never depends on Karpenter. BENCH_ARGS="-cases real- -runs 5" narrows it.
+BENCH_ARGS ?=
+bench-karpenter:
+	cd bench && $(GO) run ./karpenter $(BENCH_ARGS)
 
 # One provisioner and one consolidator invocation, each in a fresh process, against a
 # real API server holding 10,000 nodes and 100,000 pods (issue 18; not in `make test`).
