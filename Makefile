@@ -9,7 +9,7 @@ FUNCTIONS := provisioner interruption consolidator
 LAMBDA_ARCH ?= arm64
 LDFLAGS := -s -w
 
-.PHONY: all build joiner functions forwarder size test fuzz lint replay bench bench-karpenter bench-scale kube-assets clean
+.PHONY: all build joiner functions forwarder size test fuzz lint replay bench bench-karpenter bench-scale agree kube-assets clean
 
 all: build
 
@@ -112,6 +112,12 @@ bench-karpenter:
 # The first run populates etcd (minutes) and caches it under ~/.cache/joiner/scale-etcd.
 bench-scale: kube-assets
 	$(GO) test ./shared/handlers -run XXX -bench BenchmarkInvocationsAtScale -benchtime 1x -timeout 60m
+
+# Plans judged by the real kube-scheduler on 200 random clusters of the property
+# generator (make test runs fewer; see TestPlansAgreeWithKubeScheduler).
+AGREE_SEEDS ?= 200
+agree: kube-assets
+	JOINER_REQUIRE_REAL_PARTS=1 $(GO) test ./shared/packer/packertest -run TestPlansAgreeWithKubeScheduler -agree -agree.seeds $(AGREE_SEEDS) -timeout 60m -v
 
 include infra/infra.mk
 

@@ -61,6 +61,22 @@ var DeprecatedLabels = map[string]string{
 	"failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
 }
 
+// SetDeprecatedLabels adds to a node's labels the deprecated keys the kubelet
+// (beta.kubernetes.io/arch, beta.kubernetes.io/os) and the cloud node controller
+// (beta.kubernetes.io/instance-type, failure-domain.beta.kubernetes.io/zone and
+// region) still set beside the stable ones, each with its stable key's value, so a
+// pod selecting an old key finds the node as it would in a cluster. A key already
+// set is left as it is.
+func SetDeprecatedLabels(labels map[string]string) {
+	for old, stable := range DeprecatedLabels {
+		if v, ok := labels[stable]; ok {
+			if _, set := labels[old]; !set {
+				labels[old] = v
+			}
+		}
+	}
+}
+
 // labelDomain returns the part of a label key before '/', or "" for unprefixed keys.
 func labelDomain(k string) string {
 	if i := strings.IndexByte(k, '/'); i >= 0 {

@@ -105,11 +105,14 @@ func (c *Cluster) register(ctx context.Context, nc *karpenter.NodeClaim, in awss
 	labels[corev1.LabelTopologyZone] = in.Zone
 	labels[corev1.LabelTopologyRegion] = strings.TrimRight(in.Zone, "abcdefghijklmnopqrstuvwxyz")
 	labels[karpenter.CapacityTypeLabelKey] = in.CapacityType
+	it, known := c.cfg.Catalog.Lookup(in.InstanceType)
+	if known {
+		labels[corev1.LabelArchStable] = it.Arch // the kubelet's own, from the machine
+	}
+	karpenter.SetDeprecatedLabels(labels)
 	capacity, alloc := nc.Status.Capacity, nc.Status.Allocatable
-	if len(alloc) == 0 {
-		if it, ok := c.cfg.Catalog.Lookup(in.InstanceType); ok {
-			capacity, alloc = catalog.CapacityFor(it, catalog.OverheadFor(nil)), catalog.Allocatable(it, catalog.OverheadFor(nil))
-		}
+	if len(alloc) == 0 && known {
+		capacity, alloc = catalog.CapacityFor(it, catalog.OverheadFor(nil)), catalog.Allocatable(it, catalog.OverheadFor(nil))
 	}
 	now := metav1.NewTime(c.cfg.Now())
 	node := &corev1.Node{

@@ -85,6 +85,18 @@ func TestLifecycle(t *testing.T) {
 	if rep := step(t, c); len(rep.Registered) != 1 || rep.Bound != 0 {
 		t.Fatalf("want the node registered, nothing bound under the unregistered taint: %+v", rep)
 	}
+	// The kubelet's and the cloud node controller's labels, stable and deprecated.
+	node, err := c.Clientset().CoreV1().Nodes().Get(ctx, "i-0123456789abcdef0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"kubernetes.io/arch": "amd64", "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+		"beta.kubernetes.io/instance-type": "m6i.large", "failure-domain.beta.kubernetes.io/zone": "us-east-1a",
+		"failure-domain.beta.kubernetes.io/region": "us-east-1", "topology.kubernetes.io/region": "us-east-1"} {
+		if got := node.Labels[k]; got != want {
+			t.Errorf("node label %s=%q, want %q", k, got, want)
+		}
+	}
 	// Joiner's reconcile registers the node (lifting the taint); the pods bind.
 	st, err := kc.ReadState(ctx)
 	if err != nil {

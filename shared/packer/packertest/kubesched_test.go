@@ -177,6 +177,7 @@ func (c *agreeCluster) build() error {
 		}
 		lbl[corev1.LabelHostname] = real
 		lbl[agreeLabel] = part
+		karpenter.SetDeprecatedLabels(lbl) // as the kubelet and cloud node controller label it
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: real, Labels: lbl, Annotations: map[string]string{kubetest.KWOKAnnotation: "fake"}},
 			Spec:   corev1.NodeSpec{Taints: append([]corev1.Taint(nil), taints...)},
 			Status: corev1.NodeStatus{Allocatable: alloc, Capacity: alloc}}
