@@ -35,6 +35,9 @@ func InstanceLabels(it *InstanceType) map[string]string {
 	l[corev1.LabelInstanceTypeStable] = it.Name
 	l[corev1.LabelArchStable] = it.Arch
 	l[corev1.LabelOSStable] = OS
+	// Joiner launches shared-tenancy instances only (validate says so of a pool
+	// asking for dedicated), and labels every node with it as Karpenter does.
+	l[karpenter.LabelInstanceTenancy] = karpenter.TenancyDefault
 	family, size := familySize(it.Name)
 	setIf(l, karpenter.LabelInstanceCategory, Category(it.Name))
 	setIf(l, karpenter.LabelInstanceFamily, family)

@@ -262,6 +262,12 @@ func launchRecord(cat *catalog.Catalog, class *karpenter.EC2NodeClass, nn *packe
 		l.Capacity = catalog.CapacityFor(it, over)
 		l.Allocatable = catalog.Allocatable(it, over)
 		l.Labels = catalog.InstanceLabels(it)
+		if class != nil {
+			// The zone the launch got (a fallback may differ from the plan's).
+			if id := class.ZoneIDs()[inst.Zone]; id != "" {
+				l.Labels[karpenter.LabelTopologyZoneID] = id
+			}
+		}
 		if inst.CapacityReservationID != "" {
 			// The labels Karpenter puts on a node in a reservation.
 			l.Labels[karpenter.LabelCapacityReservationID] = inst.CapacityReservationID

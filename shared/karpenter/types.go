@@ -59,6 +59,12 @@ const (
 	LabelCapacityReservationInterrupt = "karpenter.k8s.aws/capacity-reservation-interruptible"
 	// LabelInstanceTenancy is the instance's tenancy (default or dedicated).
 	LabelInstanceTenancy = "karpenter.k8s.aws/instance-tenancy"
+	// TenancyDefault is the only tenancy Joiner launches (shared hardware).
+	TenancyDefault = "default"
+	// LabelTopologyZoneID is the zone's account-independent ID (use1-az1), a
+	// well-known label of Karpenter's AWS provider taken from the EC2NodeClass's
+	// status.subnets.
+	LabelTopologyZoneID = "topology.k8s.aws/zone-id"
 	// Placement group labels of a node launched into one.
 	LabelPlacementGroupID        = "karpenter.k8s.aws/placement-group-id"
 	LabelPlacementGroupPartition = "karpenter.k8s.aws/placement-group-partition"
@@ -356,6 +362,22 @@ type CapacityReservation struct {
 	OwnerID               string       `json:"ownerID"`
 	ReservationType       string       `json:"reservationType,omitempty"`
 	State                 string       `json:"state,omitempty"`
+}
+
+// ZoneIDs maps each zone of the class's resolved subnets to its zone ID (nil
+// when the status names none: the class is not resolved yet, or was resolved
+// by a Karpenter without zone IDs).
+func (nc *EC2NodeClass) ZoneIDs() map[string]string {
+	var m map[string]string
+	for _, s := range nc.Status.Subnets {
+		if s.Zone != "" && s.ZoneID != "" {
+			if m == nil {
+				m = map[string]string{}
+			}
+			m[s.Zone] = s.ZoneID
+		}
+	}
+	return m
 }
 
 // Subnet is a resolved subnet.

@@ -192,6 +192,16 @@ func validateRequirement(ps *problems, p string, r NodeSelectorRequirementWithMi
 		}
 	}
 	validateWellKnownValues(ps, p, r)
+	switch r.Key {
+	case LabelInstanceTenancy:
+		if !r.Matches(TenancyDefault, true) {
+			ps.warnf(p, "Joiner launches default-tenancy instances only: a node of this pool can never satisfy %s %s %v, so its pods stay pending (Karpenter would launch dedicated instances)", r.Key, r.Operator, r.Values)
+		}
+	case LabelPlacementGroupID, LabelPlacementGroupPartition:
+		if !r.Matches("", false) {
+			ps.warnf(p, "Joiner launches into no placement group: a node of this pool can never satisfy %s %s %v, so its pods stay pending", r.Key, r.Operator, r.Values)
+		}
+	}
 	if r.MinValues != nil {
 		mv := *r.MinValues
 		switch {
@@ -215,6 +225,8 @@ func validateWellKnownValues(ps *problems, p string, r NodeSelectorRequirementWi
 		allowed = []string{"amd64", "arm64"}
 	case corev1.LabelOSStable:
 		allowed = []string{"linux", "windows"}
+	case LabelInstanceTenancy:
+		allowed = []string{TenancyDefault, "dedicated"}
 	default:
 		return
 	}

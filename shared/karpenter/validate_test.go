@@ -207,6 +207,18 @@ func TestNodePoolValidation(t *testing.T) {
 			r.MinValues = ptr(2)
 			np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, r)
 		}, []want{{reqs + "[4].minValues", "only takes effect with operator In or Exists", true}}},
+		{"dedicated tenancy", func(np *NodePool) {
+			np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, req(LabelInstanceTenancy, corev1.NodeSelectorOpIn, "dedicated"))
+		}, []want{{reqs + "[4]", "Joiner launches default-tenancy instances only", true}}},
+		{"default tenancy", func(np *NodePool) {
+			np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, req(LabelInstanceTenancy, corev1.NodeSelectorOpIn, "default", "dedicated"))
+		}, nil},
+		{"unknown tenancy", func(np *NodePool) {
+			np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, req(LabelInstanceTenancy, corev1.NodeSelectorOpIn, "default", "host"))
+		}, []want{{reqs + "[4].values[1]", `unknown karpenter.k8s.aws/instance-tenancy value "host"`, false}}},
+		{"placement group", func(np *NodePool) {
+			np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, req(LabelPlacementGroupID, corev1.NodeSelectorOpIn, "pg-0123"))
+		}, []want{{reqs + "[4]", "Joiner launches into no placement group", true}}},
 		{"provisioner-name", func(np *NodePool) {
 			np.Spec.Template.Spec.Requirements[2] = req("karpenter.sh/provisioner-name", corev1.NodeSelectorOpExists)
 		}, []want{{reqs + "[2].key", "karpenter.sh/nodepool=<pool name>, which Joiner sets itself", false}}},

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
 // podClass groups pods that fit the same nodes: same node selector, required
@@ -203,6 +205,9 @@ func (s *solver) classPoolFor(c *podClass, p *poolInfo) *classPool {
 	}
 	if !matched {
 		cp.reason = fmt.Sprintf("NodePool %s: no instance type offering matches the pod's node selector/affinity", p.name)
+		if why := c.unsupportedAsk(p); why != "" {
+			cp.reason += " (" + why + ")"
+		}
 		return cp
 	}
 	if t, bad := untolerated(c.tolerations, p.taints, c.strict); bad {
@@ -212,6 +217,56 @@ func (s *solver) classPoolFor(c *podClass, p *poolInfo) *classPool {
 	copy(cp.any, cp.labelAny)
 	cp.ok = true
 	return cp
+}
+
+// unsupportedAsk names what the class asks that no node of pool p can carry
+// whatever its type: a tenancy other than default, a placement group, or a
+// zone ID its class's status does not name. "" when it asks none of these.
+func (c *podClass) unsupportedAsk(p *poolInfo) string {
+	check := func(key string, op corev1.NodeSelectorOperator, values []string) string {
+		r := karpenter.NodeSelectorRequirementWithMinValues{Key: key, Operator: op, Values: values}
+		switch key {
+		case karpenter.LabelInstanceTenancy:
+			if !r.Matches(karpenter.TenancyDefault, true) {
+				return fmt.Sprintf("%s %s %v: Joiner launches default-tenancy instances only", key, op, values)
+			}
+		case karpenter.LabelPlacementGroupID, karpenter.LabelPlacementGroupPartition:
+			if !r.Matches("", false) {
+				return fmt.Sprintf("%s %s %v: Joiner launches into no placement group", key, op, values)
+			}
+		case karpenter.LabelTopologyZoneID:
+			if len(p.zoneIDs) == 0 && !r.Matches("", false) {
+				return fmt.Sprintf("%s %s %v: EC2NodeClass %s's status.subnets name no zone IDs", key, op, values, classNameOf(p))
+			}
+		}
+		return ""
+	}
+	keys := make([]string, 0, len(c.nodeSel))
+	for k := range c.nodeSel {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if why := check(k, corev1.NodeSelectorOpIn, []string{c.nodeSel[k]}); why != "" {
+			return why
+		}
+	}
+	for _, t := range c.terms {
+		for _, r := range t.MatchExpressions {
+			if why := check(r.Key, r.Operator, r.Values); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
+}
+
+// classNameOf is the name of a pool's EC2NodeClass ("" when it has none).
+func classNameOf(p *poolInfo) string {
+	if p.nc == nil {
+		return ""
+	}
+	return p.nc.Name
 }
 
 func (s *solver) matchLabels(c *podClass, l, extra map[string]string) bool {

@@ -93,6 +93,9 @@ func (s *solver) candValue(key string, pool *poolInfo, z int, c *cand) (string, 
 	case corev1.LabelTopologyRegion:
 		r := catalog.RegionOfZone(s.zones[z])
 		return r, r != ""
+	case karpenter.LabelTopologyZoneID:
+		id, ok := pool.zoneIDs[s.zones[z]]
+		return id, ok
 	}
 	if v, ok := pool.labels[key]; ok {
 		return v, true

@@ -68,6 +68,9 @@ type poolInfo struct {
 	unusable string
 	overKey  string // its EC2NodeClass's overhead, keyed for Prepared.res
 	labelKey string // labels' key in Prepared.nodeLabels
+	// zoneIDs are its class's zone IDs by zone (status.subnets): a node's
+	// topology.k8s.aws/zone-id, when known.
+	zoneIDs map[string]string
 }
 
 // wellKnownKey reports keys whose values come from the instance type or offering;
@@ -77,7 +80,7 @@ func wellKnownKey(k string) bool {
 	case corev1.LabelInstanceTypeStable, corev1.LabelArchStable, corev1.LabelOSStable,
 		corev1.LabelTopologyZone, corev1.LabelTopologyRegion, corev1.LabelHostname,
 		karpenter.CapacityTypeLabelKey, karpenter.NodePoolLabelKey, "karpenter.sh/provisioner-name",
-		corev1.LabelWindowsBuild:
+		corev1.LabelWindowsBuild, karpenter.LabelTopologyZoneID:
 		return true
 	}
 	return strings.HasPrefix(k, "karpenter.k8s.aws/")
@@ -112,8 +115,12 @@ func (s *solver) buildPools() {
 		default:
 			p.nc = classes[ref.Name]
 			p.labels[karpenter.NodeClassLabelKey] = ref.Name
+			p.zoneIDs = p.nc.ZoneIDs()
 		}
 		p.reqs = normalizedRequirements(np.Spec.Template.Spec.Requirements)
+		if why := unsupportedRequirement(p.reqs); why != "" && p.unusable == "" {
+			p.unusable = why
+		}
 		for _, r := range p.reqs {
 			if r.MinValues != nil {
 				p.minVals = append(p.minVals, r)
@@ -218,7 +225,7 @@ func untolerated(tols []corev1.Toleration, taints []corev1.Taint, strict bool) (
 func (s *solver) buildCandidates(p *poolInfo) {
 	over := catalog.OverheadFor(p.nc)
 	p.overKey = overheadKey(over)
-	p.labelKey = poolLabelKey(p.labels)
+	p.labelKey = poolLabelKey(p.labels) + zoneIDsKey(p.zoneIDs)
 	p.cands = make([][]cand, len(s.zones))
 	p.maxAvail = make([]vec, len(s.zones))
 	reqs := p.reqs
@@ -257,7 +264,7 @@ func (s *solver) buildCandidates(p *poolInfo) {
 		for _, ref := range prep.zoneOrder[zone] {
 			it := &types[ref.ti]
 			o := &it.Offerings[ref.oi]
-			if !o.Available || !typeMatches(int(ref.ti)) || !offeringMatches(reqs, o) {
+			if !o.Available || !typeMatches(int(ref.ti)) || !offeringMatches(reqs, o, p.zoneIDs) {
 				continue
 			}
 			if n := len(picked); n > 0 && compareOffers(types, picked[n-1], ref) > 0 {
@@ -307,9 +314,9 @@ func (s *solver) buildCandidates(p *poolInfo) {
 	}
 }
 
-// offeringMatches checks the requirements an offering decides (zone, region,
-// capacity type).
-func offeringMatches(reqs []karpenter.NodeSelectorRequirementWithMinValues, o *catalog.Offering) bool {
+// offeringMatches checks the requirements an offering decides (zone, its zone ID
+// by the pool's class, region, capacity type).
+func offeringMatches(reqs []karpenter.NodeSelectorRequirementWithMinValues, o *catalog.Offering, zoneIDs map[string]string) bool {
 	for _, r := range reqs {
 		if !offeringKey(r.Key) {
 			continue
@@ -324,6 +331,8 @@ func offeringMatches(reqs []karpenter.NodeSelectorRequirementWithMinValues, o *c
 		case corev1.LabelTopologyRegion:
 			v = catalog.RegionOfZone(o.Zone)
 			ok = v != ""
+		case karpenter.LabelTopologyZoneID:
+			v, ok = zoneIDs[o.Zone]
 		}
 		if !r.Matches(v, ok) {
 			return false
@@ -353,13 +362,52 @@ func sortCands(cs []cand) []cand {
 
 // offeringKey reports the label keys an offering, not the instance type, decides.
 func offeringKey(k string) bool {
-	return k == corev1.LabelTopologyZone || k == karpenter.CapacityTypeLabelKey || k == corev1.LabelTopologyRegion
+	return k == corev1.LabelTopologyZone || k == karpenter.CapacityTypeLabelKey || k == corev1.LabelTopologyRegion ||
+		k == karpenter.LabelTopologyZoneID
+}
+
+// zoneIDsKey renders a class's zone IDs for a pool's label key: pools whose
+// classes map zones differently label their nodes differently.
+func zoneIDsKey(ids map[string]string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	zones := make([]string, 0, len(ids))
+	for z := range ids {
+		zones = append(zones, z)
+	}
+	slices.Sort(zones)
+	var b strings.Builder
+	b.WriteString("|zone-ids")
+	for _, z := range zones {
+		b.WriteString(";" + z + "=" + ids[z])
+	}
+	return b.String()
+}
+
+// unsupportedRequirement names a pool requirement Joiner cannot launch for, or
+// returns "": a tenancy other than default (Joiner launches shared-tenancy
+// instances only) or a placement group (Joiner launches into none).
+func unsupportedRequirement(reqs []karpenter.NodeSelectorRequirementWithMinValues) string {
+	for _, r := range reqs {
+		switch r.Key {
+		case karpenter.LabelInstanceTenancy:
+			if !r.Matches(karpenter.TenancyDefault, true) {
+				return fmt.Sprintf("requires %s %s %v: Joiner launches default-tenancy instances only", r.Key, r.Operator, r.Values)
+			}
+		case karpenter.LabelPlacementGroupID, karpenter.LabelPlacementGroupPartition:
+			if !r.Matches("", false) {
+				return fmt.Sprintf("requires %s %s %v: Joiner launches into no placement group", r.Key, r.Operator, r.Values)
+			}
+		}
+	}
+	return ""
 }
 
 // fullLabels returns every label a node of this candidate carries.
 func (c *cand) fullLabels() map[string]string {
 	if c.labels == nil {
-		c.labels = c.prep.nodeLabelsOf(c.pool.labelKey, c.pool.labels, int(c.ti), int(c.oi))
+		c.labels = c.prep.nodeLabelsOf(c.pool.labelKey, c.pool.labels, c.pool.zoneIDs, int(c.ti), int(c.oi))
 	}
 	return c.labels
 }

@@ -282,9 +282,9 @@ func poolLabelKey(l map[string]string) string {
 }
 
 // nodeLabelsOf returns every label a node of offering oi of type ti carries in
-// a pool labelled poolLabels (key poolKey): the type's, the pool's over them,
-// and the offering's over both. Solves share the map: it must not be modified.
-func (p *Prepared) nodeLabelsOf(poolKey string, poolLabels map[string]string, ti, oi int) map[string]string {
+// a pool labelled poolLabels (key poolKey, which covers zoneIDs, its class's
+// zone IDs): the type's, the pool's over them, and the offering's over both. Solves share the map: it must not be modified.
+func (p *Prepared) nodeLabelsOf(poolKey string, poolLabels, zoneIDs map[string]string, ti, oi int) map[string]string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ls := p.nodeLabels[poolKey]
@@ -305,7 +305,8 @@ func (p *Prepared) nodeLabelsOf(poolKey string, poolLabels map[string]string, ti
 		// catalog.WithOffering's additions, without its copy.
 		o := p.offerKeys[k]
 		for _, kv := range [...][2]string{{corev1.LabelTopologyZone, o.zone},
-			{karpenter.CapacityTypeLabelKey, o.capacityType}, {corev1.LabelTopologyRegion, catalog.RegionOfZone(o.zone)}} {
+			{karpenter.CapacityTypeLabelKey, o.capacityType}, {corev1.LabelTopologyRegion, catalog.RegionOfZone(o.zone)},
+			{karpenter.LabelTopologyZoneID, zoneIDs[o.zone]}} {
 			if kv[1] != "" {
 				l[kv[0]] = kv[1]
 			}

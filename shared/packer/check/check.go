@@ -420,7 +420,8 @@ func (c *checker) classFor(pool string) *karpenter.EC2NodeClass {
 }
 
 // expectedLabels is what Karpenter puts on a node of pool np launched as (it, off):
-// the catalog's well-known labels, the template labels and the pool label.
+// the catalog's well-known labels, the zone's ID as its class's status.subnets
+// name it, the template labels and the pool label.
 // The map is shared (cached): callers must not modify it.
 func (c *checker) expectedLabels(np *karpenter.NodePool, it *catalog.InstanceType, off catalog.Offering) map[string]string {
 	key := np.Name + "|" + it.Name + "|" + off.Zone + "|" + off.CapacityType
@@ -431,6 +432,13 @@ func (c *checker) expectedLabels(np *karpenter.NodePool, it *catalog.InstanceTyp
 	defer func() { c.labelCache[key] = out }()
 	for k, v := range offeringLabels(it, off) {
 		out[k] = v
+	}
+	if class := c.classFor(np.Name); class != nil {
+		for _, s := range class.Status.Subnets {
+			if s.Zone == off.Zone && s.ZoneID != "" {
+				out[karpenter.LabelTopologyZoneID] = s.ZoneID
+			}
+		}
 	}
 	for k, v := range np.Spec.Template.ObjectMeta.Labels {
 		out[k] = v
@@ -466,6 +474,12 @@ func labelHasSource(np *karpenter.NodePool, class, key, value string) bool {
 // them at all; a pool requirement on such a key the catalog does not label is
 // skipped rather than reported.
 func modelledElsewhere(key string) bool {
+	switch key {
+	case karpenter.LabelPlacementGroupID, karpenter.LabelPlacementGroupPartition, karpenter.LabelTopologyZoneID:
+		// Modelled: a node Joiner launches is in no placement group, and carries a
+		// zone ID exactly when its class's status names one.
+		return false
+	}
 	for _, d := range []string{"karpenter.k8s.aws/", "node.kubernetes.io/", "kubernetes.io/", "topology.kubernetes.io/", "karpenter.sh/", "topology.k8s.aws/"} {
 		if strings.HasPrefix(key, d) {
 			return true
@@ -717,7 +731,8 @@ func (c *checker) checkOptions(v *nodeView, np *karpenter.NodePool, class string
 // Joiner launches a node in one zone with one capacity type, so minValues on them
 // is a documented difference it does not enforce; the checker does not ask it.
 func offeringDecided(key string) bool {
-	return key == corev1.LabelTopologyZone || key == karpenter.CapacityTypeLabelKey || key == corev1.LabelTopologyRegion
+	return key == corev1.LabelTopologyZone || key == karpenter.CapacityTypeLabelKey || key == corev1.LabelTopologyRegion ||
+		key == karpenter.LabelTopologyZoneID
 }
 
 // optionFact is what an option of a new node looks like, shared by every node of
