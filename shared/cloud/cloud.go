@@ -101,6 +101,11 @@ type Config struct {
 	ClusterCIDR     string
 	// KubernetesVersion (e.g. "1.30") picks alias AMIs; read from EKS when empty.
 	KubernetesVersion string
+	// SelfManaged says the cluster is not an EKS cluster: Cluster never calls EKS
+	// (there is no cluster to describe, and the functions' role may not), so the
+	// endpoint and version must be configured (from the cluster secret and the API
+	// server's /version); a missing one is an error naming it.
+	SelfManaged bool
 	// CACertHash is the kubeadm discovery hash for Custom user data; the
 	// EC2NodeClass annotation joiner.dev/ca-cert-hash overrides it.
 	CACertHash string

@@ -32,7 +32,8 @@ type ClusterInfo struct {
 }
 
 // Cluster returns the configured cluster details, completed from EKS
-// DescribeCluster when the endpoint or version is not configured.
+// DescribeCluster when the endpoint or version is not configured (never for a
+// self-managed cluster: see Config.SelfManaged).
 func (p *Provider) Cluster(ctx context.Context) (ClusterInfo, error) {
 	p.mu.Lock()
 	if p.cluster != nil {
@@ -45,7 +46,19 @@ func (p *Provider) Cluster(ctx context.Context) (ClusterInfo, error) {
 		Name: p.cfg.ClusterName, Endpoint: p.cfg.ClusterEndpoint, CABundle: p.cfg.ClusterCABundle,
 		CIDR: p.cfg.ClusterCIDR, Version: p.cfg.KubernetesVersion,
 	}
-	if c.Endpoint == "" || c.Version == "" {
+	if p.cfg.SelfManaged {
+		var missing []string
+		if c.Endpoint == "" {
+			missing = append(missing, "the API server endpoint (the cluster secret's \"endpoint\")")
+		}
+		if c.Version == "" {
+			missing = append(missing, "the Kubernetes version (the API server's /version)")
+		}
+		if len(missing) > 0 {
+			return ClusterInfo{}, fmt.Errorf("self-managed cluster %s: %s not configured (a self-managed cluster is never described through EKS)",
+				c.Name, strings.Join(missing, " and "))
+		}
+	} else if c.Endpoint == "" || c.Version == "" {
 		if p.api.EKS == nil {
 			return ClusterInfo{}, fmt.Errorf("cluster %s: endpoint or Kubernetes version not configured and no EKS client to read them", c.Name)
 		}

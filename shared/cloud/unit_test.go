@@ -2,12 +2,14 @@ package cloud
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	corev1 "k8s.io/api/core/v1"
@@ -170,4 +172,50 @@ func TestDeleteLaunchTemplates(t *testing.T) {
 			t.Errorf("another class's deletion took %v", names)
 		}
 	})
+}
+
+// failingEKS fails the test on any call: a self-managed cluster has no EKS cluster.
+type failingEKS struct{ t *testing.T }
+
+func (f failingEKS) DescribeCluster(context.Context, *eks.DescribeClusterInput, ...func(*eks.Options)) (*eks.DescribeClusterOutput, error) {
+	f.t.Helper()
+	f.t.Error("a self-managed cluster was described through EKS")
+	return nil, errors.New("no EKS")
+}
+
+// TestSelfManagedClusterNeverDescribedThroughEKS: a self-managed cluster's endpoint,
+// CA and version come from configuration only; a missing endpoint or version is an
+// error naming it, and EKS is never asked (issue 17: the deployed provisioner got 403
+// on eks:DescribeCluster, which a self-managed stack does not grant).
+func TestSelfManagedClusterNeverDescribedThroughEKS(t *testing.T) {
+	api := Clients{EC2: ec2.NewFromConfig(aws.Config{Region: "us-east-1"}), EKS: failingEKS{t}}
+	for _, c := range []struct {
+		name, endpoint, version string
+		want                    []string
+	}{
+		{"no endpoint", "", "1.37", []string{"the API server endpoint", "never described through EKS"}},
+		{"no version", "https://10.0.0.1:6443", "", []string{"the Kubernetes version", "/version"}},
+		{"neither", "", "", []string{"endpoint", "and the Kubernetes version"}},
+	} {
+		p, err := New(Config{ClusterName: "kubean", Region: "us-east-1", SelfManaged: true,
+			ClusterEndpoint: c.endpoint, KubernetesVersion: c.version, ClusterCABundle: "Q0E="}, api)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Cluster(context.Background())
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %v, want it to name %q", c.name, err, w)
+			}
+		}
+	}
+	p, err := New(Config{ClusterName: "kubean", Region: "us-east-1", SelfManaged: true, ClusterEndpoint: "https://10.0.0.1:6443",
+		ClusterCABundle: "Q0E=", ClusterCIDR: "10.96.0.0/12", KubernetesVersion: "1.37"}, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Cluster(context.Background())
+	if err != nil || got != (ClusterInfo{Name: "kubean", Endpoint: "https://10.0.0.1:6443", CABundle: "Q0E=", CIDR: "10.96.0.0/12", Version: "1.37"}) {
+		t.Errorf("configured self-managed cluster: %+v, %v", got, err)
+	}
 }

@@ -6,6 +6,7 @@ package handlers
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,10 @@ type Config struct {
 	// MinSavingsFraction is the smallest relative saving a consolidation replace must
 	// bring (default 0.1).
 	MinSavingsFraction float64
+	// ClusterCIDR is the cluster's service CIDR for user data (AL2023's nodeadm needs
+	// it). Required knowledge for a self-managed cluster, which has no EKS
+	// DescribeCluster to read it from; on EKS it overrides DescribeCluster's.
+	ClusterCIDR string
 }
 
 // Environment variables the functions read (the CDK stack sets them; cluster access
@@ -57,6 +62,7 @@ const (
 	EnvLeaseSeconds    = "JOINER_LEASE_SECONDS"
 	EnvLeaseWait       = "JOINER_LEASE_WAIT_SECONDS"
 	EnvMinSavings      = "JOINER_MIN_SAVINGS_FRACTION"
+	EnvClusterCIDR     = "JOINER_CLUSTER_CIDR"
 	EnvLogLevel        = "AWS_LAMBDA_LOG_LEVEL"
 	EnvAWSEndpointURL  = "AWS_ENDPOINT_URL"
 	EnvDryRunShorthand = "DRY_RUN"
@@ -125,6 +131,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			problems = append(problems, fmt.Sprintf("%s=%q: want a number in [0, 1)", EnvMinSavings, v))
 		} else {
 			c.MinSavingsFraction = f
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvClusterCIDR)); v != "" {
+		if _, n, err := net.ParseCIDR(v); err != nil {
+			problems = append(problems, fmt.Sprintf("%s=%q: want the service CIDR, such as 10.96.0.0/12", EnvClusterCIDR, v))
+		} else if n.String() != v {
+			problems = append(problems, fmt.Sprintf("%s=%q: not a network address (did you mean %s?)", EnvClusterCIDR, v, n))
+		} else {
+			c.ClusterCIDR = v
 		}
 	}
 	if len(problems) > 0 {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -100,13 +101,30 @@ func fromEnv(ctx context.Context, h Handler, env Env) (*Function, error) {
 	// not on every invocation, and trusts an instance profile it saw ready for a while.
 	catalogCache := cloud.NewCatalogCache(TypesTTL, PricesTTL)
 	profiles := cloud.NewInstanceProfileCache(nil)
+	cloudCfg := cloud.Config{ClusterName: cfg.ClusterName, Region: cfg.Region, DryRun: cfg.DryRun, Logger: log,
+		CatalogCache: catalogCache, InstanceProfiles: profiles, ClusterCIDR: cfg.ClusterCIDR}
+	if acc.Mode == access.ModeSelfManaged {
+		// No EKS cluster to describe: the endpoint and CA are the cluster secret's
+		// (what the functions reach the API server with), the version the API
+		// server's own (read per invocation, so an upgrade is seen at once).
+		cloudCfg.SelfManaged = true
+		cloudCfg.ClusterEndpoint = rest.Host
+		cloudCfg.ClusterCABundle = base64.StdEncoding.EncodeToString(rest.CAData)
+	}
 	newDeps := func(ctx context.Context) (*Deps, error) {
 		identity := name
 		if lc, ok := lambdacontext.FromContext(ctx); ok {
 			identity = name + "/" + lc.AwsRequestID
 		}
-		prov, err := cloud.New(cloud.Config{ClusterName: cfg.ClusterName, Region: cfg.Region, DryRun: cfg.DryRun, Logger: log,
-			CatalogCache: catalogCache, InstanceProfiles: profiles}, clients)
+		pc := cloudCfg
+		if pc.SelfManaged {
+			v, err := kube.ServerVersion(ctx, rest)
+			if err != nil {
+				return nil, fmt.Errorf("self-managed cluster %s: %w", cfg.ClusterName, err)
+			}
+			pc.KubernetesVersion = v
+		}
+		prov, err := cloud.New(pc, clients)
 		if err != nil {
 			return nil, err
 		}
