@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -39,6 +40,7 @@ const (
 	CtxClusterName             = "clusterName"
 	CtxClusterKind             = "clusterKind"
 	CtxClusterSecretArn        = "clusterSecretArn"
+	CtxServiceCIDR             = "serviceCidr"
 	CtxSubnetIDs               = "subnetIds"
 	CtxSecurityGroupIDs        = "securityGroupIds"
 	CtxNodeRoleArn             = "nodeRoleArn"
@@ -70,6 +72,9 @@ type Config struct {
 	// SecretArn names the Secrets Manager secret holding the self-managed cluster's
 	// endpoint, CA and token (the format shared/kube/access reads).
 	SecretArn string
+	// ServiceCIDR is the cluster's service CIDR for user data (AL2023's nodeadm
+	// needs it); a self-managed cluster has no DescribeCluster to read it from.
+	ServiceCIDR string
 
 	// SubnetIDs and SecurityGroupIDs put the functions in a VPC (both or neither).
 	SubnetIDs        []string
@@ -206,6 +211,7 @@ func ConfigFromContext(get Getter) (Config, error) {
 		ClusterName:             str(CtxClusterName, ""),
 		Kind:                    ClusterKind(str(CtxClusterKind, string(KindEKS))),
 		SecretArn:               str(CtxClusterSecretArn, ""),
+		ServiceCIDR:             strings.TrimSpace(str(CtxServiceCIDR, "")),
 		SubnetIDs:               list(CtxSubnetIDs),
 		SecurityGroupIDs:        list(CtxSecurityGroupIDs),
 		NodeRoleArn:             str(CtxNodeRoleArn, ""),
@@ -286,6 +292,14 @@ func ConfigFromContext(get Getter) (Config, error) {
 	}
 	if c.BootstrapTokenParameter != "" && (!ssmNamePattern.MatchString(c.BootstrapTokenParameter) || strings.HasPrefix(c.BootstrapTokenParameter, "/aws/")) {
 		bad(CtxBootstrapTokenParameter, "%q: want an SSM parameter name like /joiner/<cluster>/bootstrap-token (not under /aws/)", c.BootstrapTokenParameter)
+	}
+
+	if c.ServiceCIDR != "" {
+		if _, n, err := net.ParseCIDR(c.ServiceCIDR); err != nil {
+			bad(CtxServiceCIDR, "%q: want the cluster's service CIDR, such as 10.96.0.0/12 (kubeadm's --service-cidr)", c.ServiceCIDR)
+		} else if n.String() != c.ServiceCIDR {
+			bad(CtxServiceCIDR, "%q is not a network address (did you mean %s?)", c.ServiceCIDR, n)
+		}
 	}
 
 	// Networking.

@@ -73,6 +73,8 @@ func TestConfigErrors(t *testing.T) {
 		"self-managed no arn": {base(map[string]any{CtxClusterKind: "self-managed"}), []string{"-c clusterSecretArn: required for a self-managed cluster"}},
 		"bad secret":          {base(map[string]any{CtxClusterKind: "self-managed", CtxClusterSecretArn: "my-secret"}), []string{"is not a Secrets Manager secret ARN"}},
 		"secret on eks":       {base(map[string]any{CtxClusterSecretArn: secretArn}), []string{"only for -c clusterKind=self-managed"}},
+		"bad service cidr":    {base(map[string]any{CtxServiceCIDR: "10.96.0.0"}), []string{`-c serviceCidr: "10.96.0.0": want the cluster's service CIDR`}},
+		"host service cidr":   {base(map[string]any{CtxServiceCIDR: "10.96.0.10/12"}), []string{`-c serviceCidr: "10.96.0.10/12" is not a network address (did you mean 10.96.0.0/12?)`}},
 		"endpoint":            {base(map[string]any{"clusterEndpoint": "https://x"}), []string{"-c clusterEndpoint: not used"}},
 		"subnets only":        {base(map[string]any{CtxSubnetIDs: "subnet-0123456789abcdef0"}), []string{"set both"}},
 		"bad subnet":          {base(map[string]any{CtxSubnetIDs: "vpc-1", CtxSecurityGroupIDs: "sg-0123456789abcdef0"}), []string{`"vpc-1" is not a subnet ID`}},

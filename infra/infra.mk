@@ -26,6 +26,7 @@ SYNTH_EKS_CONTEXT := -c clusterName=example-eks \
 	-c oidcProviderArn=arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE
 SYNTH_SELF_MANAGED_CONTEXT := -c clusterName=example-kubean -c clusterKind=self-managed \
 	-c clusterSecretArn=arn:aws:secretsmanager:us-east-1:123456789012:secret:joiner/example-kubean-AbCdEf \
+	-c serviceCidr=10.96.0.0/12 \
 	-c oidcProviderArn=arn:aws:iam::123456789012:oidc-provider/s3.us-east-1.amazonaws.com/example-kubean-oidc
 
 .PHONY: synth test-infra node-tools deploy-local

@@ -117,6 +117,7 @@ var variants = map[string]map[string]any{
 		CtxClusterKind:      "self-managed",
 		CtxClusterSecretArn: secretArn,
 		CtxOIDCProviderArn:  kubeanOIDC,
+		CtxServiceCIDR:      "10.96.0.0/12",
 	},
 }
 

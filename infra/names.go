@@ -16,6 +16,7 @@ const (
 	EnvNodeRoleName            = "JOINER_NODE_ROLE_NAME"            // EC2NodeClass spec.role must name it
 	EnvBootstrapTokenParameter = "JOINER_BOOTSTRAP_TOKEN_PARAMETER" // self-managed: SSM parameter with the join token
 	EnvFunction                = "JOINER_FUNCTION"                  // provisioner | interruption | consolidator
+	EnvClusterCIDR             = "JOINER_CLUSTER_CIDR"              // the service CIDR (-c serviceCidr), for user data
 )
 
 // MetricNamespace and the metric names of Joiner's CloudWatch EMF lines, which the

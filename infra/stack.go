@@ -203,6 +203,9 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 	if cfg.Kind == KindSelfManaged {
 		env[EnvSecretArn] = jsii.String(cfg.SecretArn)
 	}
+	if cfg.ServiceCIDR != "" {
+		env[EnvClusterCIDR] = jsii.String(cfg.ServiceCIDR)
+	}
 	if cfg.BootstrapTokenParameter != "" {
 		env[EnvBootstrapTokenParameter] = jsii.String(cfg.BootstrapTokenParameter)
 	}
@@ -288,12 +291,10 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 	fwdRole := forwarderRole(st, cfg, a, clusterArn)
 	s.ForwarderRole = fwdRole
 	fwdRole.AddToPrincipalPolicy(statement{
-		Sid:       "PutPendingPods",
-		Actions:   []string{"events:PutEvents"},
-		Resources: []string{*bus.EventBusArn()},
-		Conditions: map[string]map[string]any{
-			"StringEquals": {"events:source": events.SourceForwarder, "events:detail-type": events.DetailTypePendingPods},
-		},
+		Sid:        "PutPendingPods",
+		Actions:    []string{"events:PutEvents"},
+		Resources:  []string{*bus.EventBusArn()},
+		Conditions: pendingPodsOnly(),
 	}.cdk())
 	// The bus's resource policy: the forwarder role may put events, and an explicit deny
 	// keeps every other principal out even if an identity policy elsewhere in the
@@ -312,8 +313,7 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 				"Principal": map[string]any{"AWS": *fwdRole.RoleArn()},
 				"Action":    "events:PutEvents",
 				"Resource":  busArn,
-				"Condition": map[string]any{"StringEquals": map[string]any{
-					"events:source": events.SourceForwarder, "events:detail-type": events.DetailTypePendingPods}},
+				"Condition": pendingPodsOnly(),
 			},
 			map[string]any{
 				"Sid":       "NobodyElseMayPut",
@@ -502,6 +502,20 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 		out(id+"FunctionName", "The "+spec.Name+" function", s.Functions[spec.Name].FunctionName())
 	}
 	return s, nil
+}
+
+// pendingPodsOnly conditions a PutEvents grant on the forwarder's events only.
+// events:source and events:detail-type are multivalued condition keys (one value
+// per entry of the request), so the test is ForAllValues:StringEquals — every
+// entry must be a Pending Pods batch from the forwarder — and, because ForAllValues
+// also holds when a key is absent, Null=false requires them to be present. (A plain
+// StringEquals on a multivalued key is what IAM's policy validation flags, and what
+// the evaluator moto's enforcement runs refused in functions/deploytest.)
+func pendingPodsOnly() map[string]map[string]any {
+	return map[string]map[string]any{
+		"ForAllValues:StringEquals": {"events:source": events.SourceForwarder, "events:detail-type": events.DetailTypePendingPods},
+		"Null":                      {"events:source": "false", "events:detail-type": "false"},
+	}
 }
 
 // forwarderRole is the role the in-cluster forwarder assumes: through the cluster's

@@ -290,6 +290,7 @@ func TestFunctions(t *testing.T) {
 			if s.cfg.Kind == KindSelfManaged {
 				wantEnv[EnvSecretArn] = secretArn
 				wantEnv[EnvBootstrapTokenParameter] = "/joiner/kubean-prod/bootstrap-token"
+				wantEnv[EnvClusterCIDR] = "10.96.0.0/12"
 			}
 			if !reflect.DeepEqual(env, wantEnv) {
 				t.Errorf("%s env\n got %s\nwant %s", id, asJSON(env), asJSON(wantEnv))
@@ -633,11 +634,19 @@ func TestForwarderRole(t *testing.T) {
 		}
 		stmts := s.policyStatements(t, roleID)
 		wantStmt := map[string]any{"Sid": "PutPendingPods", "Effect": "Allow", "Action": "events:PutEvents", "Resource": "${BusEA82B648.Arn}",
-			"Condition": map[string]any{"StringEquals": map[string]any{"events:source": "joiner.forwarder", "events:detail-type": "Pending Pods"}}}
+			"Condition": pendingPodsCondition}
 		if len(stmts) != 1 || !reflect.DeepEqual(stmts[0], wantStmt) {
 			t.Errorf("forwarder policy\n got %s\nwant %s", asJSON(stmts), asJSON(wantStmt))
 		}
 	})
+}
+
+// pendingPodsCondition is the forwarder's PutEvents condition as synthesized: every
+// entry's source and detail-type (multivalued keys) must be the forwarder's, and both
+// must be present (ForAllValues alone holds for an absent key).
+var pendingPodsCondition = map[string]any{
+	"ForAllValues:StringEquals": map[string]any{"events:source": "joiner.forwarder", "events:detail-type": "Pending Pods"},
+	"Null":                      map[string]any{"events:source": "false", "events:detail-type": "false"},
 }
 
 // The bus admits only the forwarder role.
@@ -651,7 +660,7 @@ func TestBusPolicy(t *testing.T) {
 		fwd := "${ForwarderRoleD8BAA15A.Arn}"
 		want := map[string]any{"Version": "2012-10-17", "Statement": []any{
 			map[string]any{"Sid": "ForwarderMayPut", "Effect": "Allow", "Principal": map[string]any{"AWS": fwd}, "Action": "events:PutEvents", "Resource": busArn,
-				"Condition": map[string]any{"StringEquals": map[string]any{"events:source": "joiner.forwarder", "events:detail-type": "Pending Pods"}}},
+				"Condition": pendingPodsCondition},
 			map[string]any{"Sid": "NobodyElseMayPut", "Effect": "Deny", "Principal": map[string]any{"AWS": "*"}, "Action": "events:PutEvents", "Resource": busArn,
 				"Condition": map[string]any{"ArnNotEquals": map[string]any{"aws:PrincipalArn": fwd}}},
 		}}
