@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -251,7 +252,8 @@ func (w *simWorld) newDeps(name string) func(context.Context) (*handlers.Deps, e
 			return nil, err
 		}
 		cluster := kube.New(w.kc.Clients(), kube.Options{ClusterName: w.cluster, Identity: identity, Now: w.clock.Now, Log: w.log, Sleep: w.sleep})
-		return &handlers.Deps{Config: w.cfg, Cluster: cluster, Cloud: prov, Log: w.log, Now: w.clock.Now, Identity: identity, Sleep: w.sleep}, nil
+		return &handlers.Deps{Config: w.cfg, Cluster: cluster, Cloud: prov, Log: w.log, Now: w.clock.Now, Identity: identity, Sleep: w.sleep,
+			ShadowMemory: handlers.NewSSMMemory(ssm.NewFromConfig(w.sim.AWSConfig()), w.cluster)}, nil
 	}
 }
 

@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 )
@@ -57,6 +61,14 @@ func (w *simWorld) fingerprint(t *testing.T) map[string]string {
 	}
 	st := w.sim.State()
 	st.CallCount = 0 // reads count too
+	// Shadow mode's own memory is its one write, to its own parameter.
+	st.Parameters = slices.DeleteFunc(st.Parameters, func(p awssim.Parameter) bool {
+		if p.Name == handlers.ShadowMemoryParameter(w.cluster) {
+			out["shadow memory"] = p.Value
+			return true
+		}
+		return false
+	})
 	put("aws", st)
 	return out
 }
@@ -116,6 +128,10 @@ func TestShadowModeMutatesNothing(t *testing.T) {
 		t.Logf("%s: %s; %d decision(s)", step.fn, sum.Action, len(sum.Shadow))
 	}
 	after := w.fingerprint(t)
+	if after["shadow memory"] == "" {
+		t.Error("shadow mode saved no memory (the empty node's mark, the expired node's removal)")
+	}
+	delete(after, "shadow memory")
 	for k := range before {
 		if before[k] != after[k] {
 			t.Errorf("shadow mode changed the %s", k)
@@ -138,5 +154,91 @@ func TestShadowModeMutatesNothing(t *testing.T) {
 		if !has(want.fn, want.prefix) {
 			t.Errorf("%s decided no %q; decisions: %v", want.fn, want.prefix, kinds[want.fn])
 		}
+	}
+}
+
+// emptyDeletedAfter runs the consolidator once a minute for rounds minutes on the
+// adoption scenario's cluster with its pool's consolidateAfter set to 5m, in mode,
+// and returns how long after the first round the empty node's NodeClaim
+// (default-b7mnc) was deleted, or -1.
+func emptyDeletedAfter(t *testing.T, mode string, memory bool, rounds int) time.Duration {
+	t.Helper()
+	t.Setenv(handlers.EnvMode, mode)
+	ctx := context.Background()
+	w, err := newSimWorld(ctx, invokeFlags{scenario: "../../testdata/scenarios/020-adopt-from-karpenter"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.sim.Close()
+	pools := w.kc.Clients().Dynamic.Resource(kube.NodePoolGVR)
+	np, err := pools.Get(ctx, "default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(np.Object, "5m", "spec", "disruption", "consolidateAfter"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pools.Update(ctx, np, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	scheduled, err := os.ReadFile("../../events/scheduled-rule.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newDeps := w.newDeps(handlers.Consolidator)
+	fn := handlers.NewFunctionFor(handlers.ConsolidatorHandler(), func(ctx context.Context) (*handlers.Deps, error) {
+		d, err := newDeps(ctx)
+		if err == nil && !memory {
+			d.ShadowMemory = nil
+		}
+		return d, err
+	})
+	fn.MetricsOut = io.Discard
+	start := w.clock.Now()
+	for i := 0; i < rounds; i++ {
+		if at := start.Add(time.Duration(i) * time.Minute); w.clock.Now().Before(at) {
+			if err := w.sleep(ctx, at.Sub(w.clock.Now())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now := w.clock.Now()
+		// Each tick is a new event (EventBridge gives each its own id).
+		ev := strings.ReplaceAll(string(scheduled), "123456789012", w.cfg.AccountID)
+		ev = strings.Replace(ev, `"id": "`, fmt.Sprintf(`"id": "round-%d-`, i), 1)
+		out, err := fn.Invoke(ctx, []byte(ev))
+		if err != nil {
+			t.Fatalf("%s round %d: %v\n%s", mode, i, err, out)
+		}
+		var sum handlers.Summary
+		if err := json.Unmarshal(out, &sum); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s round %d at +%s: %s", mode, i, now.Sub(start), sum.Action)
+		if slices.Contains(sum.NodesTerminated, "default-b7mnc") {
+			return now.Sub(start)
+		}
+	}
+	return -1
+}
+
+// TestShadowMemoryBetweenRounds: in shadow mode nothing is written to the cluster,
+// so the Empty mark that starts a pool's consolidateAfter is remembered in shadow
+// mode's own SSM parameter. With it, a node empty for longer than consolidateAfter
+// is reported deleted in the same round acting deletes it; without it, the node
+// is marked again every round and never reported.
+func TestShadowMemoryBetweenRounds(t *testing.T) {
+	const rounds = 10
+	acting := emptyDeletedAfter(t, handlers.ModeAct, true, rounds)
+	shadow := emptyDeletedAfter(t, handlers.ModeShadow, true, rounds)
+	forgetful := emptyDeletedAfter(t, handlers.ModeShadow, false, rounds)
+	t.Logf("empty node deleted after: acting %s, shadow %s, shadow without memory %s", acting, shadow, forgetful)
+	if acting < 5*time.Minute {
+		t.Fatalf("acting deleted the empty node after %s; want it deleted once consolidateAfter (5m) ran out", acting)
+	}
+	if shadow != acting {
+		t.Errorf("shadow mode reported the empty node deleted after %s, acting deleted it after %s", shadow, acting)
+	}
+	if forgetful != -1 {
+		t.Errorf("without memory, shadow mode reported the empty node deleted after %s; a round that forgets the mark cannot", forgetful)
 	}
 }

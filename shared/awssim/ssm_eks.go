@@ -226,6 +226,22 @@ func (s *Sim) ssmPutParameter(body map[string]any) (any, *apiError) {
 	if dataType == "aws:ec2:image" && !amiIDRE.MatchString(value) {
 		return nil, errf(http.StatusBadRequest, "ValidationException", "Parameter value %s is not a valid EC2 image ID", value)
 	}
+	// SSM's limits by tier (Intelligent-Tiering is answered as Standard: it is
+	// documented to upgrade, but is seen refusing a long value as Standard does).
+	tier := cmpOr(jsonStr(body, "Tier"), "Standard")
+	switch tier {
+	case "Standard", "Intelligent-Tiering":
+		if len(value) > 4096 {
+			return nil, errf(http.StatusBadRequest, "ValidationException", "Standard tier parameters support a maximum parameter value of 4096 characters. To create a larger parameter value, upgrade the parameter to use the advanced-parameter tier. For more information, see https://docs.aws.amazon.com/systems-manager/latest/userguide/parameter-store-advanced-parameters.html")
+		}
+		tier = "Standard"
+	case "Advanced":
+		if len(value) > 8192 {
+			return nil, errf(http.StatusBadRequest, "ValidationException", "1 validation error detected: Value at 'value' failed to satisfy constraint: Member must have length less than or equal to 8192")
+		}
+	default:
+		return nil, errf(http.StatusBadRequest, "ValidationException", "1 validation error detected: Value '%s' at 'tier' failed to satisfy constraint: Member must satisfy enum value set: [Advanced, Intelligent-Tiering, Standard]", tier)
+	}
 	now := s.clock.Now()
 	if old, ok := s.w.params.get(name); ok {
 		if !jsonBool(body, "Overwrite") {
@@ -236,13 +252,13 @@ func (s *Sim) ssmPutParameter(body map[string]any) (any, *apiError) {
 			old.Type = typ
 		}
 		old.DataType = dataType
-		return map[string]any{"Version": old.Version, "Tier": "Standard"}, nil
+		return map[string]any{"Version": old.Version, "Tier": tier}, nil
 	}
 	if typ == "" {
 		return nil, errf(http.StatusBadRequest, "ValidationException", "A parameter type is required when you create a parameter.")
 	}
 	s.w.params.put(name, &Parameter{Name: name, Value: value, Type: typ, DataType: dataType, Version: 1, Modified: now})
-	return map[string]any{"Version": 1, "Tier": "Standard"}, nil
+	return map[string]any{"Version": 1, "Tier": tier}, nil
 }
 
 func (s *Sim) ssmDeleteParameter(body map[string]any) (any, *apiError) {

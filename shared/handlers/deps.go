@@ -44,6 +44,9 @@ type Deps struct {
 	Identity string
 	// Sleep waits (simulated in replay); nil sleeps for real.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// ShadowMemory keeps, in shadow mode, what a round would have written that the
+	// next round needs (Empty marks, removals); nil keeps nothing between rounds.
+	ShadowMemory MemoryStore
 
 	// cat is the invocation's catalog, read once: an event naming several
 	// instances must not repeat the EC2 and pricing reads per instance.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
@@ -111,6 +112,12 @@ func fromEnv(ctx context.Context, h Handler, env Env) (*Function, error) {
 		cloudCfg.ClusterEndpoint = rest.Host
 		cloudCfg.ClusterCABundle = base64.StdEncoding.EncodeToString(rest.CAData)
 	}
+	var memory MemoryStore
+	if cfg.Mode == ModeShadow {
+		ssmCfg := awsCfg.Copy()
+		ssmCfg.Retryer = cloud.RetryOptions{}.Retryer()
+		memory = NewSSMMemory(ssm.NewFromConfig(ssmCfg), cfg.ClusterName)
+	}
 	newDeps := func(ctx context.Context) (*Deps, error) {
 		identity := name
 		if lc, ok := lambdacontext.FromContext(ctx); ok {
@@ -129,7 +136,7 @@ func fromEnv(ctx context.Context, h Handler, env Env) (*Function, error) {
 			return nil, err
 		}
 		cluster := kube.New(kc, kube.Options{ClusterName: cfg.ClusterName, Identity: identity, Log: log})
-		return &Deps{Config: cfg, Cluster: cluster, Cloud: prov, Log: log, Identity: identity}, nil
+		return &Deps{Config: cfg, Cluster: cluster, Cloud: prov, Log: log, Identity: identity, ShadowMemory: memory}, nil
 	}
 	fn := NewFunctionFor(h, newDeps)
 	fn.MetricsOut = out

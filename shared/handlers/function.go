@@ -164,6 +164,15 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	}
 	log := d.log().With("function", f.name, "event", sum.Event, "eventId", sum.EventID)
 	d.Log = log
+	if rec != nil {
+		if d.ShadowMemory == nil {
+			log.Warn("shadow mode without memory: every round starts from the cluster as it is (no Empty marks, no removals remembered)")
+		}
+		if err := rec.loadMemory(ctx, d.ShadowMemory); err != nil {
+			// The round still decides, as if it were the first.
+			sum.fail(err)
+		}
+	}
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics()
 	}
@@ -184,6 +193,11 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 		}
 	}
 	if rec != nil {
+		if warn, err := rec.saveMemory(ctx); err != nil {
+			sum.fail(err)
+		} else if warn != "" {
+			log.Warn(warn)
+		}
 		sum.Shadow = rec.Decisions()
 		d.Metrics.Add("ShadowDecisions", "Count", float64(len(sum.Shadow)))
 		for _, dec := range sum.Shadow {

@@ -89,6 +89,13 @@ type Recorder struct {
 	decisions []Decision
 	seq       int
 	leases    memLeases
+
+	// Shadow memory (shadowmemory.go): what earlier rounds would have written,
+	// applied to every state read, and this invocation's additions to it.
+	store    MemoryStore
+	memory   *shadowMemory
+	ops      []memoryOp
+	lastRead *kube.ClusterState
 }
 
 var (
@@ -141,9 +148,14 @@ func (r *Recorder) add(d Decision) int {
 	return r.seq
 }
 
-// ReadState reads the wrapped cluster.
+// ReadState reads the wrapped cluster, as earlier shadow rounds would have left it
+// (the shadow memory).
 func (r *Recorder) ReadState(ctx context.Context) (*kube.ClusterState, error) {
-	return r.read.ReadState(ctx)
+	st, err := r.read.ReadState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.withMemory(st), nil
 }
 
 // CreateNodeClaim records the NodeClaim and names it as the API server would.
@@ -177,9 +189,10 @@ func (r *Recorder) MarkLaunchFailed(_ context.Context, name string, cause error,
 	return nil
 }
 
-// DeleteNodeClaim records the deletion.
+// DeleteNodeClaim records the deletion; later rounds see the cluster without it.
 func (r *Recorder) DeleteNodeClaim(_ context.Context, name string) error {
 	r.add(Decision{Kind: DecideDeleteNodeClaim, NodeClaim: name})
+	r.remember(func(m *shadowMemory) { m.remove(name, memRemoval{At: r.now().UTC()}) })
 	return nil
 }
 
@@ -194,9 +207,16 @@ func (r *Recorder) Annotate(_ context.Context, kind, name string, annotations ma
 	return nil
 }
 
-// SetEmpty records the Empty condition write.
-func (r *Recorder) SetEmpty(_ context.Context, name string, empty bool, _ time.Time) error {
+// SetEmpty records the Empty condition write and remembers it: the condition's
+// time is what starts the pool's consolidateAfter.
+func (r *Recorder) SetEmpty(_ context.Context, name string, empty bool, at time.Time) error {
 	r.add(Decision{Kind: DecideSetEmpty, NodeClaim: name, Detail: fmt.Sprintf("Empty=%v", empty)})
+	status := metav1.ConditionFalse
+	if empty {
+		status = metav1.ConditionTrue
+	}
+	c := memCondition{Type: karpenter.ConditionEmpty, Status: status, Since: at.UTC()}
+	r.remember(func(m *shadowMemory) { m.setCondition(name, c) })
 	return nil
 }
 
@@ -332,9 +352,26 @@ func (r *Recorder) Terminate(_ context.Context, ids ...string) (cloud.TerminateR
 	return cloud.TerminateResult{Terminating: append([]string(nil), ids...)}, nil
 }
 
-// ListOwned reads the wrapped cloud.
+// ListOwned reads the wrapped cloud, without the instances of NodeClaims earlier
+// rounds removed: acting, those would be terminating, and to a state without their
+// NodeClaims they would look leaked.
 func (r *Recorder) ListOwned(ctx context.Context) ([]cloud.OwnedInstance, error) {
-	return r.cloud.ListOwned(ctx)
+	owned, err := r.cloud.ListOwned(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.memory == nil || len(r.memory.Removed) == 0 {
+		return owned, nil
+	}
+	out := owned[:0:0]
+	for _, o := range owned {
+		if _, removed := r.memory.Removed[o.NodeClaim]; !removed || o.NodeClaim == "" {
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }
 
 // LiveCatalog reads the wrapped cloud.
@@ -368,6 +405,8 @@ func (d *recordedDisruption) Complete(context.Context, kube.InstanceTerminator) 
 	d.committed = true
 	d.r.add(Decision{Kind: DecideDeleteNodeClaim, Node: d.node, NodeClaim: d.claim.Name, Reason: d.reason,
 		Instances: []string{kube.InstanceID(d.claim.Status.ProviderID)}})
+	name, removal := d.claim.Name, memRemoval{At: d.r.now().UTC(), Reason: d.reason}
+	d.r.remember(func(m *shadowMemory) { m.remove(name, removal) })
 	return nil
 }
 
