@@ -185,7 +185,7 @@ func (e Expectation) evaluate(v *view) (bool, string) {
 	case e.Interruptions != nil:
 		return e.Interruptions.in(float64(r.Interruptions)), fmt.Sprintf("%d handled (want %s)", r.Interruptions, e.Interruptions)
 	case e.MaxPodWait != nil:
-		return r.Pods.WaitMax <= e.MaxPodWait.D(), fmt.Sprintf("longest wait %s (want ≤ %s)", fmtDur(r.Pods.WaitMax), e.MaxPodWait.D())
+		return r.Pods.WaitMax <= e.MaxPodWait.D(), fmt.Sprintf("longest wait %s (want ≤ %s)", FormatDuration(r.Pods.WaitMax), e.MaxPodWait.D())
 	case e.CostRatio != nil:
 		ratio := r.CostRatio()
 		return e.CostRatio.in(ratio), fmt.Sprintf("cost/lower bound %.2f (want %s)", ratio, e.CostRatio)

@@ -228,16 +228,15 @@ func (r *run) costs(owned []awssim.Instance) {
 
 func (r *run) podStats() {
 	ran, waiting := r.kc.Waits()
-	var ws []time.Duration
+	var placed, pending []time.Duration
 	for _, w := range ran {
-		ws = append(ws, w.Wait)
+		placed = append(placed, w.Wait)
 	}
 	for _, w := range waiting {
-		ws = append(ws, w.Wait)
+		pending = append(pending, w.Wait)
 	}
-	sort.Slice(ws, func(i, j int) bool { return ws[i] < ws[j] })
-	r.res.Pods = PodStats{Placed: len(ran), StillPending: len(waiting), Lost: r.rec.lost,
-		WaitP50: percentile(ws, 0.5), WaitP95: percentile(ws, 0.95), WaitMax: percentile(ws, 1)}
+	r.res.Pods = WaitStats(placed, pending)
+	r.res.Pods.Lost = r.rec.lost
 }
 
 func sortInstances(in []awssim.Instance) {

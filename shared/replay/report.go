@@ -17,12 +17,12 @@ func WriteSummary(w io.Writer, r *Result) {
 	row("nodes terminated", countLine(r.Terminated))
 	p := r.Pods
 	row("pods placed", fmt.Sprintf("%d; waited p50 %s, p95 %s, max %s; %d still pending, %d bare pod(s) lost",
-		p.Placed, fmtDur(p.WaitP50), fmtDur(p.WaitP95), fmtDur(p.WaitMax), p.StillPending, p.Lost))
+		p.Placed, FormatDuration(p.WaitP50), FormatDuration(p.WaitP95), FormatDuration(p.WaitMax), p.StillPending, p.Lost))
 	row("interruptions", fmt.Sprintf("%d handled", r.Interruptions))
 	row("invocations", invocationLine(r))
 	row("nodes over time", seriesLine(r, func(s Sample) string { return fmt.Sprint(s.Nodes) }))
 	row("$/hour over time", seriesLine(r, func(s Sample) string { return fmt.Sprintf("%.4f", s.Price) }))
-	row("total cost", fmt.Sprintf("$%.4f over %s (peak $%.4f/h, at most %d node(s))", r.Cost, fmtDur(r.Simulated), r.PeakPrice, r.MaxNodes))
+	row("total cost", fmt.Sprintf("$%.4f over %s (peak $%.4f/h, at most %d node(s))", r.Cost, FormatDuration(r.Simulated), r.PeakPrice, r.MaxNodes))
 	row("lower bound", fmt.Sprintf("$%.4f for the same pods (cost %.2f× the bound)", r.LowerBound, r.CostRatio()))
 	usage, cost := billLines(r.Bill)
 	row("control plane", usage)
@@ -76,15 +76,21 @@ func invocationLine(r *Result) string {
 
 // seriesLine shows about eight evenly spaced samples of the series.
 func seriesLine(r *Result, f func(Sample) string) string {
-	if len(r.Series) == 0 {
+	return SeriesLine(r.Series, f)
+}
+
+// SeriesLine shows about eight evenly spaced samples of a series ("0:00 6 · 0:05 7"),
+// each as its offset (h:mm) and f of it, and always the last.
+func SeriesLine(series []Sample, f func(Sample) string) string {
+	if len(series) == 0 {
 		return "-"
 	}
-	step := max(1, (len(r.Series)+7)/8)
+	step := max(1, (len(series)+7)/8)
 	var parts []string
-	for i := 0; i < len(r.Series); i += step {
-		parts = append(parts, fmt.Sprintf("%s %s", fmtClock(r.Series[i].At), f(r.Series[i])))
+	for i := 0; i < len(series); i += step {
+		parts = append(parts, fmt.Sprintf("%s %s", fmtClock(series[i].At), f(series[i])))
 	}
-	if last := r.Series[len(r.Series)-1]; (len(r.Series)-1)%step != 0 {
+	if last := series[len(series)-1]; (len(series)-1)%step != 0 {
 		parts = append(parts, fmt.Sprintf("%s %s", fmtClock(last.At), f(last)))
 	}
 	return strings.Join(parts, " · ")
@@ -101,20 +107,21 @@ func WriteComparison(w io.Writer, base, alt *Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  what-if\tscenario's NodePools\t%s\tdifference\n", alt.NodePools)
 	money := func(k string, a, b float64) {
-		fmt.Fprintf(tw, "  %s\t$%.4f\t$%.4f\t%+.4f (%s)\n", k, a, b, b-a, pct(a, b))
+		fmt.Fprintf(tw, "  %s\t$%.4f\t$%.4f\t%+.4f (%s)\n", k, a, b, b-a, Change(a, b))
 	}
 	money("total cost", base.Cost, alt.Cost)
 	money("peak $/hour", base.PeakPrice, alt.PeakPrice)
 	money("lower bound", base.LowerBound, alt.LowerBound)
 	fmt.Fprintf(tw, "  nodes launched\t%d\t%d\t%+d\n", total(base.Launched), total(alt.Launched), total(alt.Launched)-total(base.Launched))
-	fmt.Fprintf(tw, "  max pod wait\t%s\t%s\t\n", fmtDur(base.Pods.WaitMax), fmtDur(alt.Pods.WaitMax))
+	fmt.Fprintf(tw, "  max pod wait\t%s\t%s\t\n", FormatDuration(base.Pods.WaitMax), FormatDuration(alt.Pods.WaitMax))
 	fmt.Fprintf(tw, "  still pending\t%d\t%d\t%+d\n", base.Pods.StillPending, alt.Pods.StillPending, alt.Pods.StillPending-base.Pods.StillPending)
 	fmt.Fprintf(tw, "  expectations met\t%d/%d\t%d/%d\t\n", len(base.Expectations)-base.Failed, len(base.Expectations),
 		len(alt.Expectations)-alt.Failed, len(alt.Expectations))
 	tw.Flush()
 }
 
-func pct(a, b float64) string {
+// Change renders b's change from a as a signed percentage ("n/a" from 0).
+func Change(a, b float64) string {
 	if a == 0 {
 		return "n/a"
 	}

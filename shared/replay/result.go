@@ -108,8 +108,9 @@ func fmtOffset(d time.Duration) string {
 	return fmt.Sprintf("%d:%02d:%02d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
 }
 
-// fmtDur renders a duration compactly (1m30s, 45s).
-func fmtDur(d time.Duration) string {
+// FormatDuration renders a duration compactly (1m30s, 45s, 2h5m), rounded to the
+// second: the one duration format of replay summaries and shadow reports.
+func FormatDuration(d time.Duration) string {
 	d = d.Round(time.Second)
 	if d == 0 {
 		return "0s"
@@ -119,6 +120,16 @@ func fmtDur(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0s")
 	}
 	return s
+}
+
+// WaitStats summarises pod waits: placed pods' waits and still-pending pods'
+// waits so far (both count in the percentiles, as a pod still waiting at the end
+// has waited at least that long).
+func WaitStats(placed, pending []time.Duration) PodStats {
+	ws := append(append([]time.Duration(nil), placed...), pending...)
+	sort.Slice(ws, func(i, j int) bool { return ws[i] < ws[j] })
+	return PodStats{Placed: len(placed), StillPending: len(pending),
+		WaitP50: percentile(ws, 0.5), WaitP95: percentile(ws, 0.95), WaitMax: percentile(ws, 1)}
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
