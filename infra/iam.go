@@ -193,6 +193,15 @@ func functionStatements(cfg Config, a arns, nodeRoleArn, clusterArn string) []st
 			Resources: []string{"*"},
 		},
 	}...)
+	if cfg.Mode == "shadow" {
+		// Shadow mode's memory between rounds (what a round would have written that
+		// the next needs): this one parameter, and only while the functions shadow.
+		st = append(st, statement{
+			Sid:       "ShadowMemoryParameter",
+			Actions:   []string{"ssm:GetParameter", "ssm:PutParameter"},
+			Resources: []string{"arn:" + a.partition + ":ssm:" + a.region + ":" + a.account + ":parameter" + ShadowMemoryParameter(cfg.ClusterName)},
+		})
+	}
 	switch cfg.Kind {
 	case KindEKS:
 		st = append(st, statement{

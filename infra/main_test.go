@@ -118,6 +118,7 @@ var variants = map[string]map[string]any{
 		CtxClusterSecretArn: secretArn,
 		CtxOIDCProviderArn:  kubeanOIDC,
 		CtxServiceCIDR:      "10.96.0.0/12",
+		CtxMode:             "shadow",
 	},
 }
 

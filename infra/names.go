@@ -39,6 +39,11 @@ const FunctionsGroup = "joiner:functions"
 // the IAM policy conditions every mutating EC2 action on it.
 func OwnershipTagKey(cluster string) string { return "kubernetes.io/cluster/" + cluster }
 
+// ShadowMemoryParameter is the SSM parameter the functions keep shadow mode's memory
+// in (shared/handlers.ShadowMemoryParameter, which the functions read; the stack
+// grants access to it only in shadow mode).
+func ShadowMemoryParameter(cluster string) string { return "/joiner/" + cluster + "/shadow-memory" }
+
 // NodePoolTagKey is the second ownership tag on instances (the NodePool's name).
 const NodePoolTagKey = "karpenter.sh/nodepool"
 

@@ -451,6 +451,10 @@ func expectedFunctionStatements(s *synthesized) map[string]map[string]any {
 		"WriteOwnLogs":            {"Effect": "Allow", "Action": list("logs:CreateLogStream", "logs:PutLogEvents"), "Resource": logs},
 		"sqs:SendMessage":         {"Effect": "Allow", "Action": "sqs:SendMessage"}, // resources checked separately
 	}
+	if s.cfg.Mode == "shadow" {
+		want["ShadowMemoryParameter"] = map[string]any{"Effect": "Allow", "Action": list("ssm:GetParameter", "ssm:PutParameter"),
+			"Resource": "arn:" + partition + ":ssm:" + region + ":" + account + ":parameter/joiner/" + s.cfg.ClusterName + "/shadow-memory"}
+	}
 	switch s.cfg.Kind {
 	case KindEKS:
 		want["EKSDescribeCluster"] = map[string]any{"Effect": "Allow", "Action": "eks:DescribeCluster",
