@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/joiner-autoscaler/joiner/shared/amifamily"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
@@ -152,14 +151,14 @@ func (p *Provider) parameter(ctx context.Context, name string) (string, error) {
 		return v, nil
 	}
 	p.mu.Unlock()
-	out, err := p.api.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
+	out, err := p.api.SSM.GetParameter(ctx, name)
 	v := ""
 	switch {
 	case ErrorCode(err) == "ParameterNotFound":
 	case err != nil:
-		return "", wrap("SSM GetParameter "+name, err)
-	case out.Parameter != nil:
-		v = aws.ToString(out.Parameter.Value)
+		return "", err // it names the call and the parameter
+	default:
+		v = out.Value
 	}
 	p.mu.Lock()
 	p.params[name] = v

@@ -6,10 +6,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/joiner-autoscaler/joiner/shared/awsjson"
 )
 
 // RetryOptions bound the SDK's standard retryer (throttling such as
@@ -38,7 +38,8 @@ func (o RetryOptions) Retryer() func() aws.Retryer {
 	}
 }
 
-// NewClients builds the real SDK clients from cfg with the bounded retryer.
+// NewClients builds the real clients from cfg with the bounded retryer: the SDK's
+// for EC2, IAM and Pricing, awsjson's for SSM and EKS (see the package doc).
 // cfg.BaseEndpoint, when set, points every client at a local endpoint (the
 // simulator or moto_server); the Pricing client is built only when pricing is
 // true, since the Price List API lives in us-east-1 and is optional.
@@ -48,8 +49,8 @@ func NewClients(cfg aws.Config, retries RetryOptions, withPricing bool) Clients 
 	c := Clients{
 		EC2: ec2.NewFromConfig(cfg),
 		IAM: iam.NewFromConfig(cfg),
-		SSM: ssm.NewFromConfig(cfg),
-		EKS: eks.NewFromConfig(cfg),
+		SSM: awsjson.NewSSM(cfg),
+		EKS: awsjson.NewEKS(cfg),
 	}
 	if withPricing {
 		c.Pricing = pricing.NewFromConfig(cfg, func(o *pricing.Options) {

@@ -5,8 +5,10 @@
 //
 // It talks to AWS through interfaces no wider than the calls it makes
 // ([EC2API], [IAMAPI], [SSMAPI], [EKSAPI], [PricingAPI]); the real
-// aws-sdk-go-v2 clients satisfy them, so production, replay against a local
-// simulator and the tests share one code path.
+// aws-sdk-go-v2 clients satisfy the EC2, IAM and Pricing ones, shared/awsjson's
+// small clients the SSM and EKS ones (the generated SSM and EKS clients would add
+// ~1.25 MB of API schema to every bootstrap for one call each), so production,
+// replay against a local simulator and the tests share one code path.
 //
 // A [Provider] lives for one invocation: what it discovers is cached inside it
 // and dropped with it. The unavailable-offerings cache ([UnavailableOfferings])
@@ -31,10 +33,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/joiner-autoscaler/joiner/shared/awsjson"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
@@ -59,13 +60,15 @@ type EC2API interface {
 
 // SSMAPI reads the public AMI parameters. (Bootstrap tokens are read by the
 // nodes themselves, never by Joiner.)
+// *awsjson.SSM implements it; a missing parameter is the error code ParameterNotFound.
 type SSMAPI interface {
-	GetParameter(context.Context, *ssm.GetParameterInput, ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
+	GetParameter(ctx context.Context, name string) (awsjson.Parameter, error)
 }
 
 // EKSAPI reads the cluster endpoint, CA, service CIDR and version of an EKS cluster.
+// *awsjson.EKS implements it.
 type EKSAPI interface {
-	DescribeCluster(context.Context, *eks.DescribeClusterInput, ...func(*eks.Options)) (*eks.DescribeClusterOutput, error)
+	DescribeCluster(ctx context.Context, name string) (awsjson.Cluster, error)
 }
 
 // PricingAPI is the AWS Price List query API (on-demand list prices).

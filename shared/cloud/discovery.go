@@ -1,6 +1,7 @@
 package cloud
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
@@ -62,26 +62,21 @@ func (p *Provider) Cluster(ctx context.Context) (ClusterInfo, error) {
 		if p.api.EKS == nil {
 			return ClusterInfo{}, fmt.Errorf("cluster %s: endpoint or Kubernetes version not configured and no EKS client to read them", c.Name)
 		}
-		out, err := p.api.EKS.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(c.Name)})
+		ec, err := p.api.EKS.DescribeCluster(ctx, c.Name)
 		if err != nil {
-			return ClusterInfo{}, fmt.Errorf("EKS DescribeCluster %s (set the cluster endpoint and version for a self-managed cluster): %w", c.Name, err)
+			return ClusterInfo{}, fmt.Errorf("%w (set the cluster endpoint and version for a self-managed cluster)", err)
 		}
-		if ec := out.Cluster; ec != nil {
-			if c.Endpoint == "" {
-				c.Endpoint = aws.ToString(ec.Endpoint)
-			}
-			if c.CABundle == "" && ec.CertificateAuthority != nil {
-				c.CABundle = aws.ToString(ec.CertificateAuthority.Data)
-			}
-			if c.CIDR == "" && ec.KubernetesNetworkConfig != nil {
-				c.CIDR = aws.ToString(ec.KubernetesNetworkConfig.ServiceIpv4Cidr)
-				if c.CIDR == "" {
-					c.CIDR = aws.ToString(ec.KubernetesNetworkConfig.ServiceIpv6Cidr)
-				}
-			}
-			if c.Version == "" {
-				c.Version = aws.ToString(ec.Version)
-			}
+		if c.Endpoint == "" {
+			c.Endpoint = ec.Endpoint
+		}
+		if c.CABundle == "" {
+			c.CABundle = ec.CertificateAuthority.Data
+		}
+		if c.CIDR == "" {
+			c.CIDR = cmp.Or(ec.KubernetesNetworkConfig.ServiceIPv4CIDR, ec.KubernetesNetworkConfig.ServiceIPv6CIDR)
+		}
+		if c.Version == "" {
+			c.Version = ec.Version
 		}
 	}
 	p.mu.Lock()

@@ -154,8 +154,9 @@ func TestSelfManagedAccessEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sm := secretsmanager.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(mototest.New(t)),
-		Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")})
+	motoCfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(mototest.New(t)),
+		Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")}
+	sm := secretsmanager.NewFromConfig(motoCfg)
 	body, _ := json.Marshal(access.ClusterSecret{Endpoint: env.Config.Host, CAData: base64.StdEncoding.EncodeToString(env.Config.CAData), Token: tok.Status.Token})
 	out, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("joiner/kubean-prod"), SecretString: aws.String(string(body))})
 	if err != nil {
@@ -168,7 +169,7 @@ func TestSelfManagedAccessEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer access.ForgetSecret(aws.ToString(out.ARN))
-	rc, err := access.RESTConfig(ctx, cfg, access.Deps{Secrets: sm})
+	rc, err := access.RESTConfig(ctx, cfg, access.Deps{AWS: motoCfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,13 +13,15 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/joiner-autoscaler/joiner/shared/awsjson"
 	"github.com/joiner-autoscaler/joiner/shared/mototest"
 )
 
 const testCAPEM = "-----BEGIN CERTIFICATE-----\nMIIBdummy\n-----END CERTIFICATE-----\n"
 
-// TestSelfManagedSecretFromSecretsManager drives the real Secrets Manager client
-// against moto: the secret is read once, validated, and cached per container.
+// TestSelfManagedSecretFromSecretsManager reads a secret moto holds (written with
+// the SDK's client) through awsjson: the secret is read once, validated, and
+// cached per container.
 func TestSelfManagedSecretFromSecretsManager(t *testing.T) {
 	ep := mototest.New(t)
 	ctx := context.Background()
@@ -34,7 +36,7 @@ func TestSelfManagedSecretFromSecretsManager(t *testing.T) {
 		SecretString: aws.String(`{"endpoint":"http://kube:6443","caData":"","token":""}`)})
 
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	counting := &countingSecrets{api: sm}
+	counting := &countingSecrets{api: awsjson.NewSecretsManager(mototest.AWSConfig(ep))}
 	deps := Deps{Secrets: counting, Now: func() time.Time { return now }}
 	arn := aws.ToString(out.ARN)
 	defer ForgetSecret(arn)
@@ -66,7 +68,8 @@ func TestSelfManagedSecretFromSecretsManager(t *testing.T) {
 		}
 	}
 	_, err = RESTConfig(ctx, Config{Mode: ModeSelfManaged, SecretARN: "arn:aws:secretsmanager:us-east-1:123456789012:secret:missing"}, deps)
-	if err == nil || !strings.Contains(err.Error(), "read secret") {
+	if err == nil || !strings.Contains(err.Error(), "read secret") || !strings.Contains(err.Error(), "Secrets Manager GetSecretValue") ||
+		awsjson.Code(err) != "ResourceNotFoundException" {
 		t.Errorf("missing secret: %v", err)
 	}
 }
@@ -76,23 +79,24 @@ type countingSecrets struct {
 	n   int
 }
 
-func (c *countingSecrets) GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, o ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+func (c *countingSecrets) GetSecretValue(ctx context.Context, id string) (awsjson.Secret, error) {
 	c.n++
-	return c.api.GetSecretValue(ctx, in, o...)
+	return c.api.GetSecretValue(ctx, id)
 }
 
-// TestEKSDescribeCluster drives the real EKS client against moto.
+// TestEKSDescribeCluster reads a cluster moto holds (created with the SDK's
+// client) through awsjson.
 func TestEKSDescribeCluster(t *testing.T) {
 	ep := mototest.New(t)
 	ctx := context.Background()
-	api := eks.NewFromConfig(mototest.AWSConfig(ep))
-	_, err := api.CreateCluster(ctx, &eks.CreateClusterInput{
+	_, err := eks.NewFromConfig(mototest.AWSConfig(ep)).CreateCluster(ctx, &eks.CreateClusterInput{
 		Name: aws.String("technews-karpenter-eks"), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks"),
 		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: []string{"subnet-0a1b2c3d"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	api := awsjson.NewEKS(mototest.AWSConfig(ep))
 	info, err := describeCluster(ctx, api, "technews-karpenter-eks")
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +113,7 @@ func TestEKSDescribeCluster(t *testing.T) {
 		t.Fatalf("rest config: host %q, token source set %v", cfg.Host, cfg.WrapTransport != nil)
 	}
 	_, err = describeCluster(ctx, api, "nope")
-	if err == nil || !strings.Contains(err.Error(), `DescribeCluster "nope"`) {
+	if err == nil || !strings.Contains(err.Error(), `eks access: EKS DescribeCluster nope: ResourceNotFoundException (HTTP 404)`) {
 		t.Errorf("missing cluster: %v", err)
 	}
 }

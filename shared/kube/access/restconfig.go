@@ -1,6 +1,7 @@
 package access
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -12,21 +13,23 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/transport"
+
+	"github.com/joiner-autoscaler/joiner/shared/awsjson"
 )
 
-// EKSAPI is the one EKS call cluster access makes.
+// EKSAPI is the one EKS call cluster access makes; *awsjson.EKS implements it
+// (the generated EKS client would add its whole API's schema to the bootstraps).
 type EKSAPI interface {
-	DescribeCluster(ctx context.Context, in *eks.DescribeClusterInput, optFns ...func(*eks.Options)) (*eks.DescribeClusterOutput, error)
+	DescribeCluster(ctx context.Context, name string) (awsjson.Cluster, error)
 }
 
-// SecretsAPI is the one Secrets Manager call cluster access makes.
+// SecretsAPI is the one Secrets Manager call cluster access makes;
+// *awsjson.SecretsManager implements it.
 type SecretsAPI interface {
-	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+	GetSecretValue(ctx context.Context, id string) (awsjson.Secret, error)
 }
 
 // Deps are the AWS clients a mode needs; nil ones are built from AWS when required.
@@ -99,7 +102,9 @@ func eksConfig(ctx context.Context, c Config, d Deps) (*rest.Config, error) {
 		} else {
 			api := d.EKS
 			if api == nil {
-				api = eks.NewFromConfig(d.AWS, func(o *eks.Options) { o.Region = c.Region })
+				cfg := d.AWS.Copy()
+				cfg.Region = c.Region
+				api = awsjson.NewEKS(cfg)
 			}
 			var err error
 			if info, err = describeCluster(ctx, api, c.ClusterName); err != nil {
@@ -120,32 +125,24 @@ func eksConfig(ctx context.Context, c Config, d Deps) (*rest.Config, error) {
 }
 
 func describeCluster(ctx context.Context, api EKSAPI, name string) (clusterInfo, error) {
-	out, err := api.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(name)})
+	out, err := api.DescribeCluster(ctx, name)
 	if err != nil {
-		return clusterInfo{}, fmt.Errorf("eks access: DescribeCluster %q: %w", name, err)
+		return clusterInfo{}, fmt.Errorf("eks access: %w", err)
 	}
-	if out.Cluster == nil || aws.ToString(out.Cluster.Endpoint) == "" {
-		return clusterInfo{}, fmt.Errorf("eks access: cluster %q has no endpoint yet (status %v)", name, clusterStatus(out))
+	if out.Endpoint == "" {
+		return clusterInfo{}, fmt.Errorf("eks access: cluster %q has no endpoint yet (status %v)", name, cmp.Or(out.Status, "unknown"))
 	}
-	if out.Cluster.CertificateAuthority == nil || aws.ToString(out.Cluster.CertificateAuthority.Data) == "" {
+	if out.CertificateAuthority.Data == "" {
 		return clusterInfo{}, fmt.Errorf("eks access: cluster %q has no certificate authority data", name)
 	}
-	ca, err := base64.StdEncoding.DecodeString(aws.ToString(out.Cluster.CertificateAuthority.Data))
+	ca, err := base64.StdEncoding.DecodeString(out.CertificateAuthority.Data)
 	if err != nil {
 		return clusterInfo{}, fmt.Errorf("eks access: cluster %q: certificateAuthority.data is not base64: %v", name, err)
 	}
-	ep := aws.ToString(out.Cluster.Endpoint)
-	if err := checkEndpoint(ep); err != nil {
+	if err := checkEndpoint(out.Endpoint); err != nil {
 		return clusterInfo{}, fmt.Errorf("eks access: cluster %q endpoint: %w", name, err)
 	}
-	return clusterInfo{Endpoint: ep, CAData: ca}, nil
-}
-
-func clusterStatus(out *eks.DescribeClusterOutput) string {
-	if out == nil || out.Cluster == nil {
-		return "unknown"
-	}
-	return string(out.Cluster.Status)
+	return clusterInfo{Endpoint: out.Endpoint, CAData: ca}, nil
 }
 
 // ClusterSecret is the JSON document a self-managed cluster's secret holds.
@@ -179,7 +176,7 @@ func selfManagedConfig(ctx context.Context, c Config, d Deps) (*rest.Config, err
 	if !ok || d.Now().Sub(cs.read) > SecretCacheTTL {
 		api := d.Secrets
 		if api == nil {
-			api = secretsmanager.NewFromConfig(d.AWS)
+			api = awsjson.NewSecretsManager(d.AWS)
 		}
 		var err error
 		if cs, err = readClusterSecret(ctx, api, c.SecretARN); err != nil {
@@ -205,12 +202,12 @@ func ForgetSecret(arn string) {
 }
 
 func readClusterSecret(ctx context.Context, api SecretsAPI, arn string) (cachedSecret, error) {
-	out, err := api.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+	out, err := api.GetSecretValue(ctx, arn)
 	if err != nil {
 		return cachedSecret{}, fmt.Errorf("self-managed access: read secret %s: %w", arn, err)
 	}
 	var s ClusterSecret
-	if err := json.Unmarshal([]byte(aws.ToString(out.SecretString)), &s); err != nil {
+	if err := json.Unmarshal([]byte(out.SecretString), &s); err != nil {
 		return cachedSecret{}, fmt.Errorf("self-managed access: secret %s is not JSON {\"endpoint\",\"caData\",\"token\"}: %v", arn, err)
 	}
 	var errs []error
