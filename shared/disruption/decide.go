@@ -52,6 +52,14 @@ type state struct {
 	command  int
 	sims     int
 	sum      Summary
+
+	// started is when the search began by Options.Clock (zero without a
+	// deadline); stopped names the first limit the search ran into, lastLimit
+	// the latest (for the reasons of the candidates it left untried).
+	started   time.Time
+	stopped   string
+	lastLimit string
+	phase     phase
 }
 
 // Decide chooses this round's disruptions. Methods run in Karpenter's order of
@@ -78,10 +86,15 @@ func Decide(in Input) Decision {
 		return Decision{Actions: []Action{}, Blocked: []Blocked{}, Warnings: inputProblems(in)}
 	}
 	s.baseline()
+	// Under a deadline each method gets a share of the round (Options.Deadline).
+	s.enter("expiry and drift", 0.5)
 	s.expiration()
 	s.drift()
+	s.enter("", 1)
 	s.emptiness()
+	s.enter("multi-node consolidation", 0.5)
 	s.multiNode()
+	s.enter("", 1)
 	s.singleNode()
 	s.emptyConditions()
 	return s.decision()
@@ -130,6 +143,14 @@ func newState(in Input) *state {
 		budgets: map[string]*poolBudget{}, removed: map[string]bool{}, blockSet: map[string]bool{},
 		extra: map[string][]*corev1.Pod{}, reqs: map[*corev1.Pod]corev1.ResourceList{}, free: map[string]room{},
 		compact: map[string]packer.NodeState{}}
+	if !s.opts.Deadline.IsZero() {
+		if s.opts.Clock == nil {
+			s.warn("Options.Deadline without Options.Clock: the search has no time limit")
+			s.opts.Deadline = time.Time{}
+		} else {
+			s.started = s.opts.Clock()
+		}
+	}
 	// Every simulation of the decision solves the same catalog: derive its
 	// labels, allocatable and offering order once, not per simulation.
 	if !s.opts.Packer.Prepared.Fits(s.snap.Catalog) {
@@ -430,6 +451,7 @@ func (s *state) decision() Decision {
 		d.Blocked = []Blocked{}
 	}
 	d.Summary.Simulations = s.sims
+	d.Summary.SearchStopped = s.stopped
 	d.Summary.Blocked = len(d.Blocked)
 	for _, a := range d.Actions {
 		switch a.Kind {

@@ -65,7 +65,7 @@ func (s *state) expiration() {
 			forceful = true
 		}
 		if !s.canSimulate() {
-			s.block(n, BlockSimulationLimit, "expired, but the simulation limit of this round is reached")
+			s.block(n, BlockSimulationLimit, "expired, but "+s.limitReached())
 			continue
 		}
 		plan, why := s.simulate([]*nodeInfo{n})
@@ -118,7 +118,7 @@ func (s *state) drift() {
 			continue
 		}
 		if !s.canSimulate() {
-			s.block(n, BlockSimulationLimit, "drifted, but the simulation limit of this round is reached")
+			s.block(n, BlockSimulationLimit, "drifted, but "+s.limitReached())
 			continue
 		}
 		plan, why := s.simulate([]*nodeInfo{n})
@@ -158,10 +158,7 @@ func (s *state) emptiness() {
 		batch[n.poolName()]++
 		eligible = append(eligible, n)
 	}
-	if len(eligible) == 0 || !s.canSimulate() {
-		for _, n := range eligible {
-			s.block(n, BlockSimulationLimit, "empty, but the simulation limit of this round is reached")
-		}
+	if len(eligible) == 0 {
 		return
 	}
 	explain := func(n *nodeInfo) string {
@@ -174,6 +171,8 @@ func (s *state) emptiness() {
 	}
 	// Empty nodes hold no pods of their own, but pending pods may be counting on
 	// their room: remove them all at once if that costs nothing, else one by one.
+	// The all-at-once check runs past the round's limits: it is one simulation (none
+	// when no pod is pinned to these nodes), and the surest saving of the round.
 	if plan, why := s.simulate(eligible); why == "" && len(plan.NewNodes) == 0 {
 		for _, n := range eligible {
 			s.accept(command{reason: ReasonEmpty, nodes: []*nodeInfo{n}, plan: plan, explain: explain(n), observeOnly: unobserved(n)})
@@ -182,7 +181,7 @@ func (s *state) emptiness() {
 	}
 	for _, n := range eligible {
 		if !s.canSimulate() {
-			s.block(n, BlockSimulationLimit, "empty, but the simulation limit of this round is reached")
+			s.block(n, BlockSimulationLimit, "empty, but "+s.limitReached())
 			continue
 		}
 		plan, why := s.simulate([]*nodeInfo{n})
@@ -314,7 +313,7 @@ func (s *state) singleNode() {
 			continue
 		}
 		if !s.canSimulate() {
-			s.block(n, BlockSimulationLimit, "not tried: the simulation limit of this round is reached")
+			s.block(n, BlockSimulationLimit, "not tried: "+s.limitReached())
 			continue
 		}
 		plan, why := s.simulate([]*nodeInfo{n})

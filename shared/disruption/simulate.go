@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -16,9 +17,67 @@ import (
 
 func parseQuantity(s string) (resource.Quantity, error) { return resource.ParseQuantity(s) }
 
-// canSimulate reports whether the decision may run another packing simulation.
+// canSimulate reports whether the decision may run another packing simulation:
+// below the simulation limit and before the deadline.
+// The deadline is the running method's share of the round's time (s.phase).
+// The first limit reached is kept for the summary.
 func (s *state) canSimulate() bool {
-	return s.opts.MaxSimulations < 0 || s.sims < s.opts.MaxSimulations
+	if s.opts.MaxSimulations >= 0 && s.sims >= s.opts.MaxSimulations {
+		s.stopBy(fmt.Sprintf("simulation limit (%d)", s.opts.MaxSimulations))
+		return false
+	}
+	if s.phase.over {
+		return false
+	}
+	if end := s.phase.end; !end.IsZero() && !s.opts.Clock().Before(end) {
+		s.phase.over = true // the clock is read once per simulation, not per candidate left
+		limit := fmt.Sprintf("time limit (%s", s.opts.Deadline.Sub(s.started).Round(time.Millisecond))
+		if s.phase.name != "" {
+			limit += ", " + s.phase.name + "'s share"
+		}
+		s.stopBy(limit + ")")
+		return false
+	}
+	return true
+}
+
+// phase is the method searching and the time it may search until.
+type phase struct {
+	name string
+	end  time.Time
+	over bool
+}
+
+// enter starts a method that may use frac of what is left of the round's time
+// (all of it when frac is 1 or there is no deadline).
+func (s *state) enter(name string, frac float64) {
+	s.phase = phase{}
+	if s.opts.Deadline.IsZero() {
+		return
+	}
+	s.phase.end = s.opts.Deadline
+	if frac >= 1 {
+		return
+	}
+	s.phase.name = name
+	if now := s.opts.Clock(); now.Before(s.opts.Deadline) {
+		s.phase.end = now.Add(time.Duration(frac * float64(s.opts.Deadline.Sub(now))))
+	}
+}
+
+func (s *state) stopBy(limit string) {
+	s.lastLimit = limit
+	if s.stopped == "" {
+		s.stopped = limit
+	}
+}
+
+// limitReached says which limit left a candidate untried, for its Blocked reason.
+func (s *state) limitReached() string {
+	if s.lastLimit == "" {
+		return "the search limit of this round is reached"
+	}
+	return "the " + s.lastLimit + " of this round is reached"
 }
 
 // solve runs the packing engine on the cluster without the removed nodes and

@@ -97,6 +97,22 @@ type Options struct {
 	NodePoolHashAnnotation  string
 	// Packer is passed to every packer.Solve.
 	Packer packer.Options
+	// Deadline bounds the search in time: no packing simulation starts at or after
+	// it, and the candidates not tried wait for the next round (Blocked with
+	// BlockSimulationLimit, Summary.SearchStopped saying so). Zero means no time
+	// limit. The time is read from Clock, never from the system: Decide stays a pure
+	// function of its input, and tests drive the limit with a fake clock.
+	//
+	// The round's time is shared so that a long search in one method does not starve
+	// the ones after it: expiry and drift may use the first half; the one simulation
+	// that removes every empty node at once runs whatever time is left (it is the
+	// surest saving, and usually needs no simulation at all); multi-node
+	// consolidation may use half of what remains when it starts, so single-node
+	// consolidation always gets to try the cheapest-to-disrupt candidates first.
+	Deadline time.Time
+	// Clock reads the current time for Deadline (the handler passes time.Now). A
+	// Deadline without a Clock is ignored with a warning.
+	Clock func() time.Time
 
 	// fullView turns the compact view off (tests compare the two).
 	fullView bool
@@ -217,14 +233,21 @@ type Summary struct {
 	Expired        int     `json:"expired"`
 	Blocked        int     `json:"blocked"`
 	SavingsPerHour float64 `json:"savingsPerHour"`
+	// SearchStopped names the limit that ended the search early ("simulation
+	// limit (300)" or "time limit (30s)"), empty when every candidate was tried.
+	SearchStopped string `json:"searchStopped,omitempty"`
 }
 
 // String is the one-line summary a handler logs.
 func (s Summary) String() string {
-	return fmt.Sprintf("%d nodes (%d managed, %d candidates): %d delete, %d replace (empty %d, underutilized %d, drifted %d, expired %d), "+
+	out := fmt.Sprintf("%d nodes (%d managed, %d candidates): %d delete, %d replace (empty %d, underutilized %d, drifted %d, expired %d), "+
 		"%d blocked, saving $%.4f/h; %d simulations",
 		s.Nodes, s.Managed, s.Candidates, s.Deletes, s.Replaces, s.Empty, s.Underutilized, s.Drifted, s.Expired,
 		s.Blocked, s.SavingsPerHour, s.Simulations)
+	if s.SearchStopped != "" {
+		out += "; search stopped by the " + s.SearchStopped
+	}
+	return out
 }
 
 // Commands groups the disruption actions by command, in order; MarkEmpty and

@@ -21,6 +21,35 @@ import (
 // this only delays the tick after it.
 const consolidatorLeaseWait = 5 * time.Second
 
+// Bounds of the consolidator's search (searchBudget).
+const (
+	maxSearchTime = 30 * time.Second
+	minSearchTime = 2 * time.Second
+)
+
+// searchBudget is how long the consolidation search may take: at most
+// maxSearchTime, and less when what the invocation has left (ctx's deadline,
+// which Invoke already set cleanupReserve before Lambda's) would not also hold a
+// replacement's wait (replacementWait) after it; never under minSearchTime, since
+// a round that cannot search at all would never remove anything.
+func searchBudget(ctx context.Context) time.Duration {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return searchBudgetFor(0, false)
+	}
+	return searchBudgetFor(time.Until(dl), true)
+}
+
+// searchBudgetFor is searchBudget for an invocation with remaining time left
+// (limited is false when it has no deadline).
+func searchBudgetFor(remaining time.Duration, limited bool) time.Duration {
+	b := maxSearchTime
+	if limited {
+		b = min(b, remaining-replacementWait)
+	}
+	return max(b, minSearchTime)
+}
+
 // replacementWait bounds how long a consolidation waits for its replacement node to
 // be ready before it gives up this round (the replacement stays: it is capacity the
 // next round can use or remove).
@@ -57,8 +86,17 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 	}
 	snap := st.Snapshot
 	snap.Catalog = cat
+	// The search's time is real time (a replay's simulated clock does not advance
+	// while it thinks), so its deadline is read from the system clock.
+	budget := searchBudget(ctx)
 	dec := disruption.Decide(disruption.Input{Now: d.now(), Snapshot: &snap, NodeClaims: st.NodeClaims, PDBs: st.PDBs,
-		Options: disruption.Options{MinSavingsFraction: d.Config.MinSavingsFraction, Packer: packer.Options{Prepared: d.preparedFor(cat)}}})
+		Options: disruption.Options{MinSavingsFraction: d.Config.MinSavingsFraction, Packer: packer.Options{Prepared: d.preparedFor(cat)},
+			Deadline: time.Now().Add(budget), Clock: time.Now}})
+	if dec.Summary.SearchStopped != "" {
+		sum.SearchStopped = dec.Summary.SearchStopped
+		d.log().Warn("consolidation search stopped early; the candidates not tried wait for the next round",
+			"limit", dec.Summary.SearchStopped, "simulations", dec.Summary.Simulations, "budget", budget.String())
+	}
 	for _, w := range dec.Warnings {
 		d.log().Warn("consolidation input", "warning", w)
 	}

@@ -38,12 +38,15 @@ type Summary struct {
 	NodesLaunched   []string `json:"nodesLaunched,omitempty"`
 	NodesTerminated []string `json:"nodesTerminated,omitempty"`
 	// Nominated counts pods whose planned node was written as their nominatedNodeName.
-	Nominated      int                  `json:"podsNominated,omitempty"`
-	Interruptions  int                  `json:"interruptionsHandled,omitempty"`
-	PricePerHour   float64              `json:"launchedPricePerHour,omitempty"`
-	SavingsPerHour float64              `json:"savingsPerHour,omitempty"`
-	DecisionMillis float64              `json:"decisionMillis"`
-	DryRun         []cloud.DryRunResult `json:"dryRun,omitempty"`
+	Nominated      int     `json:"podsNominated,omitempty"`
+	Interruptions  int     `json:"interruptionsHandled,omitempty"`
+	PricePerHour   float64 `json:"launchedPricePerHour,omitempty"`
+	SavingsPerHour float64 `json:"savingsPerHour,omitempty"`
+	DecisionMillis float64 `json:"decisionMillis"`
+	// SearchStopped names the limit that cut the consolidator's search short
+	// (disruption.Summary.SearchStopped); the untried candidates wait a round.
+	SearchStopped string               `json:"searchStopped,omitempty"`
+	DryRun        []cloud.DryRunResult `json:"dryRun,omitempty"`
 	// Mode is "shadow" when the invocation only recorded its decisions (Shadow).
 	Mode   string     `json:"mode,omitempty"`
 	Shadow []Decision `json:"shadow,omitempty"`
