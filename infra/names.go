@@ -19,10 +19,10 @@ const (
 	EnvClusterCIDR             = "JOINER_CLUSTER_CIDR"              // the service CIDR (-c serviceCidr), for user data
 )
 
-// MetricNamespace and the metric names of Joiner's CloudWatch EMF lines, which the
-// dashboard graphs.
+// The figures of the functions' "metrics" log line (shared/handlers.MetricsMessage),
+// which the dashboard charts with Logs Insights.
 const (
-	MetricNamespace            = "Joiner"
+	MetricsMessage             = "metrics"
 	MetricPodsPending          = "PodsPending"
 	MetricNodesLaunched        = "NodesLaunched"
 	MetricNodesTerminated      = "NodesTerminated"
@@ -30,6 +30,12 @@ const (
 	MetricDecisionMillis       = "DecisionMillis"
 	MetricSavingsPerHour       = "SavingsPerHour"
 )
+
+// MetricsQuery is the Logs Insights query charting stats (e.g. "max(PodsPending)")
+// of the metrics lines over time.
+func MetricsQuery(stats string) string {
+	return `fields @timestamp | filter msg = "` + MetricsMessage + `" | stats ` + stats + ` by bin(5m)`
+}
 
 // FunctionsGroup is the Kubernetes group the functions' role maps to (EKS access
 // entry); deploy/'s RBAC binds it.

@@ -210,6 +210,7 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 		env[EnvBootstrapTokenParameter] = jsii.String(cfg.BootstrapTokenParameter)
 	}
 	var logGroupArns []string
+	logGroupNames := map[string]*string{}
 	for _, spec := range Functions {
 		id := strings.ToUpper(spec.Name[:1]) + spec.Name[1:]
 		lg := awslogs.NewLogGroup(st, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
@@ -217,6 +218,7 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 			RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 		})
 		logGroupArns = append(logGroupArns, *lg.LogGroupArn())
+		logGroupNames[spec.Name] = lg.LogGroupName()
 		dlq := queue(id + "DLQ")
 		queues[id+"DLQ"] = dlq
 		fenv := map[string]*string{EnvFunction: jsii.String(spec.Name)}
@@ -448,36 +450,46 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 		alarm(id+"DepthAlarm", "Joiner "+cfg.ClusterName+": messages in "+id+" (events that were never handled; inspect and redrive)", m)
 		dlqMetrics = append(dlqMetrics, m)
 	}
+	// No alarm on function errors: a failed invocation is retried and then lands in
+	// its function's dead-letter queue, whose depth alarm fires; each alarm is
+	// $0.10 a month of the control plane's bill (shared/replay/bill.go).
 	var errMetrics, durMetrics []awscloudwatch.IMetric
 	for _, spec := range Functions {
 		fn := s.Functions[spec.Name]
-		m := fn.MetricErrors(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum"), Label: jsii.String(spec.Name)})
-		alarm(strings.ToUpper(spec.Name[:1])+spec.Name[1:]+"ErrorsAlarm", "Joiner "+cfg.ClusterName+": "+spec.Name+" invocations failed", m)
-		errMetrics = append(errMetrics, m)
+		errMetrics = append(errMetrics, fn.MetricErrors(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum"), Label: jsii.String(spec.Name)}))
 		durMetrics = append(durMetrics, fn.MetricDuration(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("p99"), Label: jsii.String(spec.Name)}))
-	}
-	search := func(metric, stat string) awscloudwatch.IMetric {
-		// SEARCH matches the metric whatever dimensions the EMF lines carry.
-		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-			Expression: jsii.String(fmt.Sprintf(`SEARCH('Namespace="%s" MetricName="%s"', '%s', 60)`, MetricNamespace, metric, stat)),
-			Label:      jsii.String(metric),
-			Period:     awscdk.Duration_Minutes(jsii.Number(1)),
-		})
 	}
 	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8), Height: jsii.Number(6)})
 	}
+	// Joiner's own figures are fields of each invocation's "metrics" log line, not
+	// custom metrics ($0.30 a month each): the dashboard charts them with Logs
+	// Insights, which costs only while it is viewed.
+	insights := func(title string, functions []string, stats string) awscloudwatch.IWidget {
+		groups := make([]*string, 0, len(functions))
+		for _, f := range functions {
+			groups = append(groups, logGroupNames[f])
+		}
+		return awscloudwatch.NewLogQueryWidget(&awscloudwatch.LogQueryWidgetProps{
+			Title:         jsii.String(title),
+			LogGroupNames: &groups,
+			QueryString:   jsii.String(MetricsQuery(stats)),
+			View:          awscloudwatch.LogQueryVisualizationType_LINE,
+			Width:         jsii.Number(8), Height: jsii.Number(6),
+		})
+	}
+	all := []string{"provisioner", "interruption", "consolidator"}
 	awscloudwatch.NewDashboard(st, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String("Joiner-" + strings.ReplaceAll(cfg.ClusterName, "_", "-")),
 		Widgets: &[]*[]awscloudwatch.IWidget{
 			{
-				graph("Pending pods", search(MetricPodsPending, "Maximum")),
-				graph("Nodes launched / terminated", search(MetricNodesLaunched, "Sum"), search(MetricNodesTerminated, "Sum")),
-				graph("Interruptions handled", search(MetricInterruptionsHandled, "Sum")),
+				insights("Pending pods", []string{"provisioner"}, "max("+MetricPodsPending+") as "+MetricPodsPending),
+				insights("Nodes launched / terminated", all, "sum("+MetricNodesLaunched+") as "+MetricNodesLaunched+", sum("+MetricNodesTerminated+") as "+MetricNodesTerminated),
+				insights("Interruptions handled", []string{"interruption"}, "sum("+MetricInterruptionsHandled+") as "+MetricInterruptionsHandled),
 			},
 			{
-				graph("Decision time (ms, p99)", search(MetricDecisionMillis, "p99")),
-				graph("Savings per hour (USD)", search(MetricSavingsPerHour, "Maximum")),
+				insights("Decision time (ms, p99)", all, "pct("+MetricDecisionMillis+", 99) as "+MetricDecisionMillis+"_p99"),
+				insights("Savings per hour (USD)", []string{"consolidator"}, "max("+MetricSavingsPerHour+") as "+MetricSavingsPerHour),
 				graph("Function errors", errMetrics...),
 			},
 			{

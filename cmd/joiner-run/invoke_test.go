@@ -131,7 +131,7 @@ func TestInvokeTableOutput(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			t.Fatalf("stderr line is not JSON: %s", sc.Text())
 		}
-		if _, ok := rec["level"]; !ok && rec["_aws"] == nil { // the EMF metrics line has no level
+		if _, ok := rec["level"]; !ok {
 			t.Errorf("log line without level: %s", sc.Text())
 		}
 		if rec["msg"] == "decision" {

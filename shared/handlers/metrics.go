@@ -8,12 +8,19 @@ import (
 	"time"
 )
 
-// MetricsNamespace is the CloudWatch namespace of Joiner's EMF metrics.
-const MetricsNamespace = "Joiner"
+// MetricsMessage is the "msg" of the one log line per invocation that carries its
+// figures. The figures are plain fields of that JSON line, not CloudWatch Embedded
+// Metric Format: every EMF metric is a custom metric at $0.30 a month (name ×
+// dimension set), which alone put the control plane's bill over its $1 goal. The
+// stack's dashboard reads the same figures with Logs Insights, e.g.
+//
+//	filter msg = "metrics" and function = "provisioner" | stats max(PodsPending) by bin(5m)
+//
+// and costs only while it is viewed ($0.005 per GB scanned).
+const MetricsMessage = "metrics"
 
-// Metrics collects one invocation's counters and writes them as one CloudWatch
-// Embedded Metric Format line, which Lambda's log pipeline turns into metrics
-// without any API call.
+// Metrics collects one invocation's figures and writes them as one JSON log line
+// (Flush).
 type Metrics struct {
 	mu     sync.Mutex
 	values map[string]float64
@@ -25,7 +32,7 @@ func NewMetrics() *Metrics {
 	return &Metrics{values: map[string]float64{}, units: map[string]string{}}
 }
 
-// Add adds v to a metric.
+// Add adds v to a figure; unit names what it counts (kept in the line's "units").
 func (m *Metrics) Add(name, unit string, v float64) {
 	if m == nil {
 		return
@@ -36,7 +43,10 @@ func (m *Metrics) Add(name, unit string, v float64) {
 	m.units[name] = unit
 }
 
-// Flush writes the EMF line (nothing when no metric was set) and resets.
+// Flush writes the metrics line (nothing when no figure was set) and resets: the
+// fields time, level, msg ("metrics"), function and cluster as every log line of
+// the functions has them, then each figure under its name, and units (name to
+// unit).
 func (m *Metrics) Flush(w io.Writer, function, cluster string, now time.Time) error {
 	if m == nil {
 		return nil
@@ -51,20 +61,14 @@ func (m *Metrics) Flush(w io.Writer, function, cluster string, now time.Time) er
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	defs := make([]map[string]string, 0, len(names))
-	line := map[string]any{"Function": function, "Cluster": cluster}
+	line := map[string]any{"time": now.UTC().Format(time.RFC3339Nano), "level": "INFO", "msg": MetricsMessage,
+		"function": function, "cluster": cluster}
+	units := map[string]string{}
 	for _, n := range names {
-		defs = append(defs, map[string]string{"Name": n, "Unit": m.units[n]})
 		line[n] = m.values[n]
+		units[n] = m.units[n]
 	}
-	line["_aws"] = map[string]any{
-		"Timestamp": now.UnixMilli(),
-		"CloudWatchMetrics": []any{map[string]any{
-			"Namespace":  MetricsNamespace,
-			"Dimensions": [][]string{{"Cluster", "Function"}},
-			"Metrics":    defs,
-		}},
-	}
+	line["units"] = units
 	b, err := json.Marshal(line)
 	if err != nil {
 		return err

@@ -26,11 +26,11 @@ func TestBillMatchesStack(t *testing.T) {
 	if n := len(regexp.MustCompile(`MemoryMB: \d+,`).FindAllString(string(stack), -1)); n != len(stackMemoryMB) {
 		t.Errorf("infra/stack.go sizes %d functions, the bill %d", n, len(stackMemoryMB))
 	}
-	// One error alarm per function, one depth alarm per dead-letter queue (the
-	// delivery DLQ and one per function).
-	if !strings.Contains(string(stack), `alarm(strings.ToUpper(spec.Name[:1])+spec.Name[1:]+"ErrorsAlarm"`) ||
-		!strings.Contains(string(stack), `alarm(id+"DepthAlarm"`) || stackAlarms != 2*len(stackMemoryMB)+1 {
-		t.Errorf("alarms: the bill counts %d; check infra/stack.go's alarm() calls", stackAlarms)
+	// One depth alarm per dead-letter queue (the delivery DLQ and one per
+	// function), and no other alarm.
+	if n := strings.Count(string(stack), "alarm("); !strings.Contains(string(stack), `alarm(id+"DepthAlarm"`) || n != 1 ||
+		stackAlarms != len(stackMemoryMB)+1 {
+		t.Errorf("alarms: the bill counts %d, infra/stack.go calls alarm() %d times; check them", stackAlarms, n)
 	}
 	cfg, err := os.ReadFile("../../infra/config.go")
 	if err != nil {
