@@ -13,11 +13,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/joiner-autoscaler/joiner/shared/awsjson"
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
 	"github.com/joiner-autoscaler/joiner/shared/facts"
@@ -253,7 +253,7 @@ func (w *simWorld) newDeps(name string) func(context.Context) (*handlers.Deps, e
 		}
 		cluster := kube.New(w.kc.Clients(), kube.Options{ClusterName: w.cluster, Identity: identity, Now: w.clock.Now, Log: w.log, Sleep: w.sleep})
 		return &handlers.Deps{Config: w.cfg, Cluster: cluster, Cloud: prov, Log: w.log, Now: w.clock.Now, Identity: identity, Sleep: w.sleep,
-			ShadowMemory: handlers.NewSSMMemory(ssm.NewFromConfig(w.sim.AWSConfig()), w.cluster)}, nil
+			ShadowMemory: handlers.NewSSMMemory(awsjson.NewSSM(w.sim.AWSConfig()), w.cluster)}, nil
 	}
 }
 

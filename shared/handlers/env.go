@@ -12,9 +12,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/joiner-autoscaler/joiner/shared/awsjson"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kube/access"
@@ -116,7 +116,7 @@ func fromEnv(ctx context.Context, h Handler, env Env) (*Function, error) {
 	if cfg.Mode == ModeShadow {
 		ssmCfg := awsCfg.Copy()
 		ssmCfg.Retryer = cloud.RetryOptions{}.Retryer()
-		memory = NewSSMMemory(ssm.NewFromConfig(ssmCfg), cfg.ClusterName)
+		memory = NewSSMMemory(awsjson.NewSSM(ssmCfg), cfg.ClusterName)
 	}
 	newDeps := func(ctx context.Context) (*Deps, error) {
 		identity := name

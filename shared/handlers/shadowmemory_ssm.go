@@ -3,17 +3,15 @@ package handlers
 import (
 	"context"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
-
-	"github.com/joiner-autoscaler/joiner/shared/cloud"
+	"github.com/joiner-autoscaler/joiner/shared/awsjson"
 )
 
-// ParameterAPI is what SSMMemory calls on SSM.
+// ParameterAPI is what SSMMemory calls on SSM; *awsjson.SSM implements it (the
+// generated SSM client would add its whole API's schema to the bootstraps:
+// make size refuses it).
 type ParameterAPI interface {
-	GetParameter(context.Context, *ssm.GetParameterInput, ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
-	PutParameter(context.Context, *ssm.PutParameterInput, ...func(*ssm.Options)) (*ssm.PutParameterOutput, error)
+	GetParameter(ctx context.Context, name string) (awsjson.Parameter, error)
+	PutParameter(ctx context.Context, in awsjson.PutParameterInput) (int64, error)
 }
 
 // SSMMemory keeps shadow mode's memory in one SSM parameter (a String of the
@@ -30,22 +28,20 @@ func NewSSMMemory(api ParameterAPI, cluster string) *SSMMemory {
 
 // Load reads the parameter; nil when it does not exist yet.
 func (s *SSMMemory) Load(ctx context.Context) ([]byte, error) {
-	out, err := s.API.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(s.Name)})
+	out, err := s.API.GetParameter(ctx, s.Name)
 	switch {
-	case cloud.ErrorCode(err) == "ParameterNotFound":
+	case awsjson.Code(err) == "ParameterNotFound":
 		return nil, nil
 	case err != nil:
 		return nil, err
-	case out.Parameter == nil:
-		return nil, nil
 	}
-	return []byte(aws.ToString(out.Parameter.Value)), nil
+	return []byte(out.Value), nil
 }
 
 // Save overwrites the parameter.
 func (s *SSMMemory) Save(ctx context.Context, value []byte) error {
-	_, err := s.API.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(s.Name), Value: aws.String(string(value)),
-		Type: ssmtypes.ParameterTypeString, Tier: ssmtypes.ParameterTierStandard, Overwrite: aws.Bool(true),
-		Description: aws.String("Joiner's shadow mode: what its rounds would have written (Empty marks, removals); safe to delete")})
+	_, err := s.API.PutParameter(ctx, awsjson.PutParameterInput{Name: s.Name, Value: string(value),
+		Type: "String", Tier: "Standard", Overwrite: true,
+		Description: "Joiner's shadow mode: what its rounds would have written (Empty marks, removals); safe to delete"})
 	return err
 }
