@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go/logging"
+	"k8s.io/client-go/rest"
 
 	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
@@ -50,6 +51,8 @@ type invokeFlags struct {
 	paths                                         cli.PathList
 	live, dryRun                                  bool
 	kubeconfig, kubeContext, region               string
+	// server, in tests, puts the simulated cluster on a real (scratch) API server.
+	server *rest.Config
 }
 
 func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -166,7 +166,15 @@ func newSimWorld(ctx context.Context, f invokeFlags, logOut io.Writer) (*simWorl
 		}
 	}
 	w.cloud = cloud.NewClients(w.sim.AWSConfig(), cloud.RetryOptions{}, false)
-	w.kc = kubesim.New(kubesim.Config{Now: w.clock.Now, Instances: w.sim, RegisterAfter: registerAfter, Log: w.log})
+	kcfg := kubesim.Config{Now: w.clock.Now, Instances: w.sim, RegisterAfter: registerAfter, Log: w.log}
+	if f.server != nil {
+		if w.kc, err = kubesim.NewReal(ctx, kcfg, f.server, false); err != nil {
+			w.sim.Close()
+			return nil, err
+		}
+	} else {
+		w.kc = kubesim.New(kcfg)
+	}
 	if err := w.kc.Apply(ctx, bundle); err != nil {
 		w.sim.Close()
 		return nil, err

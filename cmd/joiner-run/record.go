@@ -33,13 +33,20 @@ func init() {
 
 const recordUsage = `usage: joiner record --out DIR (--queue URL [--duration D | --max N] | --from FILE)
                      (--kubeconfig FILE [--context NAME] | -f PATH...) [--cluster NAME] [--description TEXT] [--remap-instances]
+                     [--snapshot-every D]
+       joiner record --out DIR --kubeconfig FILE [--context NAME] --snapshot-every D [--duration D]
 Writes DIR/scenario.yaml and DIR/events/NNNN-<detail-type>.json, one timeline step per event at
 its offset from the first. --queue long-polls an SQS queue the stack's rules also deliver to
 (-c recordQueue=true); messages are deleted only once the scenario is written. --from reads a
 file of EventBridge events, one JSON object a line (CloudWatch Logs {"message": "..."} lines too).
 --kubeconfig snapshots NodePools, EC2NodeClasses, Nodes, Pods, DaemonSets and PDBs into
 DIR/cluster.yaml as the scenario's initial cluster; -f names manifests instead (or as well).
-Replay it with: joiner replay DIR`
+Replay it with: joiner replay DIR
+--snapshot-every D also appends, every D while it records, the cluster's NodeClaims (type, pool,
+zone, capacity type, instance, created, deleting, disruption reason) and pod waits to
+DIR/snapshots.jsonl, one JSON object a line; without --queue it records only those, for
+--duration or until Ctrl-C. Compare them with Joiner's shadow decisions:
+joiner shadow report --snapshots DIR/snapshots.jsonl --decisions FILE`
 
 // recorded is one event received.
 type recorded struct {
@@ -52,7 +59,7 @@ type recorded struct {
 type recordFlags struct {
 	paths                                                                   cli.PathList
 	out, queue, from, kubeconfig, kubeContext, cluster, description, region string
-	duration                                                                time.Duration
+	duration, snapshotEvery                                                 time.Duration
 	max                                                                     int
 	remap                                                                   bool
 }
@@ -72,6 +79,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.Var(&f.paths, "f", "manifests (file or folder, repeatable) the scenario starts from, referenced from scenario.yaml")
 	fs.StringVar(&f.cluster, "cluster", "", "cluster name (default: the Pending Pods batches' cluster, then $JOINER_CLUSTER_NAME)")
 	fs.StringVar(&f.description, "description", "", "the scenario's description")
+	fs.DurationVar(&f.snapshotEvery, "snapshot-every", 0, "with --kubeconfig: append a snapshot of the NodeClaims and pod waits to DIR/snapshots.jsonl this often")
 	fs.BoolVar(&f.remap, "remap-instances", false, "replay EC2 and AWS Health events against instances Joiner launched in the replay (the recorded IDs do not exist there)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, recordUsage)
@@ -102,7 +110,11 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			_ = os.RemoveAll(created)
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(f.out, "events"), 0o755); err != nil {
+	dirs := filepath.Join(f.out, "events")
+	if f.queue == "" && f.from == "" {
+		dirs = f.out // snapshots only
+	}
+	if err := os.MkdirAll(dirs, 0o755); err != nil {
 		fmt.Fprintf(stderr, "joiner record: %v\n", err)
 		undo()
 		return 1
@@ -112,6 +124,28 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		in  *inbox
 		err error
 	)
+	if f.snapshotEvery > 0 {
+		snaps, err := startSnapshots(ctx, f, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "joiner record: %v\n", err)
+			undo()
+			return 1
+		}
+		// From here a failed recording keeps the snapshots taken: they are the
+		// day's record of what the cluster's autoscaler did.
+		created = ""
+		if f.queue == "" {
+			waitFor(ctx, f.duration)
+			n, failed := snaps.stop()
+			fmt.Fprintf(stdout, "%d snapshot(s) of the cluster in %s (%d failed read(s))\ncompare with: joiner shadow report --snapshots %s --decisions FILE\n",
+				n, snaps.path, failed, snaps.path)
+			return 0
+		}
+		defer func() {
+			n, failed := snaps.stop()
+			fmt.Fprintf(stderr, "joiner record: %d snapshot(s) of the cluster in %s (%d failed read(s))\n", n, snaps.path, failed)
+		}()
+	}
 	if f.from != "" {
 		evs, err = readEventLines(f.from, stderr)
 	} else {
@@ -153,6 +187,23 @@ func (f *recordFlags) check(extra int) error {
 		return errors.New("unexpected arguments")
 	case f.out == "":
 		return errors.New("--out DIR is required")
+	case f.snapshotEvery < 0:
+		return errors.New("--snapshot-every must not be negative")
+	case f.snapshotEvery > 0 && f.kubeconfig == "":
+		return errors.New("--snapshot-every needs --kubeconfig (the cluster to snapshot)")
+	case f.snapshotEvery > 0 && f.from != "":
+		return errors.New("--snapshot-every records while a queue is read or for --duration, not from a file (--from)")
+	case f.snapshotEvery > 0 && f.queue == "":
+		if f.max != 0 {
+			return errors.New("--max is for --queue")
+		}
+		if f.duration < 0 {
+			return errors.New("--duration must not be negative")
+		}
+		if _, err := os.Stat(filepath.Join(f.out, snapshotsFile)); err == nil {
+			return fmt.Errorf("%s already holds a %s; record into a new folder", f.out, snapshotsFile)
+		}
+		return nil
 	case (f.queue == "") == (f.from == ""):
 		return errors.New("give exactly one of --queue URL and --from FILE")
 	case f.from != "" && (f.duration != 0 || f.max != 0):
@@ -164,8 +215,10 @@ func (f *recordFlags) check(extra int) error {
 	case f.kubeconfig == "" && len(f.paths) == 0:
 		return errors.New("the replay needs the cluster's NodePools: --kubeconfig (a snapshot) or -f manifests")
 	}
-	if _, err := os.Stat(filepath.Join(f.out, replay.ScenarioFile)); err == nil {
-		return fmt.Errorf("%s already holds a %s; record into a new folder", f.out, replay.ScenarioFile)
+	for _, name := range []string{replay.ScenarioFile, snapshotsFile} {
+		if _, err := os.Stat(filepath.Join(f.out, name)); err == nil && (name != snapshotsFile || f.snapshotEvery > 0) {
+			return fmt.Errorf("%s already holds a %s; record into a new folder", f.out, name)
+		}
 	}
 	return nil
 }

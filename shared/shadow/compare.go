@@ -130,8 +130,10 @@ func Compare(snaps []Snapshot, dec *Decisions, opt Options) *Report {
 		nc         NodeClaim
 		first      int // index of the first snapshot holding it
 		goneAt     time.Time
-		removedAt  time.Time
 		launchedAt time.Time
+		// deletingAt is when it was first seen deleting: its deletionTimestamp
+		// when that lies since the snapshot before, else that snapshot's time.
+		deletingAt time.Time
 	}
 	lives := map[string]*claimLife{}
 	var order []string
@@ -145,7 +147,9 @@ func Compare(snaps []Snapshot, dec *Decisions, opt Options) *Report {
 				lives[nc.Name] = l
 				order = append(order, nc.Name)
 				l.launchedAt = s.At
-				if i > 0 && nc.Created.After(snaps[i-1].At) && !nc.Created.After(s.At) {
+				// Its creation time when that lies since the snapshot before
+				// (a simulated clock is not the API server's), else this one's.
+				if i > 0 && !nc.Created.Before(snaps[i-1].At) && !nc.Created.After(s.At) {
 					l.launchedAt = nc.Created
 				}
 			}
@@ -160,6 +164,12 @@ func Compare(snaps []Snapshot, dec *Decisions, opt Options) *Report {
 			}
 			if l.nc.Deleting == nil {
 				l.nc.Deleting = prev.Deleting
+			}
+			if l.nc.Deleting != nil && l.deletingAt.IsZero() {
+				l.deletingAt = s.At
+				if d := *l.nc.Deleting; !d.After(s.At) && (i == 0 || !d.Before(snaps[i-1].At)) {
+					l.deletingAt = d
+				}
 			}
 		}
 		for name, l := range lives {
@@ -189,11 +199,12 @@ func Compare(snaps []Snapshot, dec *Decisions, opt Options) *Report {
 		}
 		karpIntervals = append(karpIntervals, interval{from, end, p})
 		if !l.goneAt.IsZero() || l.nc.Deleting != nil {
+			// Removed when first seen deleting, or gone when no snapshot caught
+			// it deleting.
 			at := l.goneAt
-			if l.nc.Deleting != nil && !l.nc.Deleting.Before(rep.Start) && (at.IsZero() || l.nc.Deleting.Before(at)) {
-				at = *l.nc.Deleting
+			if !l.deletingAt.IsZero() {
+				at = l.deletingAt
 			}
-			l.removedAt = at
 			rep.Karpenter.Removed = append(rep.Karpenter.Removed, Removal{NodeClaim: name, At: at, Reason: l.nc.Reason})
 		}
 	}

@@ -102,6 +102,7 @@ var RunCommands = []Command{
 	{Name: "replay", Summary: "replay scenarios on simulated AWS and an in-memory (or scratch) cluster, with costs"},
 	{Name: "invoke", Summary: "run one function's Lambda handler on an event, locally (simulated AWS and cluster, or --live)"},
 	{Name: "record", Summary: "record real events (an SQS queue or a JSON-lines file) as a replayable scenario"},
+	{Name: "shadow", Summary: "compare Joiner's shadow decisions with what Karpenter did (joiner shadow report)"},
 	{Name: "sim", Summary: "serve the wire-level AWS simulator (EC2, SSM, EKS, Secrets Manager) on loopback"},
 	{Name: "cleanup", Summary: "after cdk destroy: terminate the instances and delete the launch templates Joiner launched for a cluster"},
 }

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/shadow"
+)
+
+func init() {
+	register(cli.Command{Name: "shadow", Summary: cli.RunSummary("shadow"), Run: runShadow})
+}
+
+const shadowUsage = `usage: joiner shadow report --snapshots FILE --decisions FILE [--catalog FILE] [--match-window D]
+Compares what the cluster's autoscaler did (the snapshots joiner record --snapshot-every wrote)
+with what Joiner decided over the same time in shadow mode (-c mode=shadow): nodes launched and
+removed, nodes and $/hour over time, total cost and pod wait side by side, then every launch and
+removal that differs. --decisions reads the functions' logs as JSON lines: Lambda's JSON log
+records, a CloudWatch Logs export ({"message": ...} lines), or joiner invoke's summaries. Both
+sides are priced by one table (--catalog, default the embedded catalog's prices).`
+
+func runShadow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "report" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprintln(stderr, shadowUsage)
+			return 0
+		}
+		fmt.Fprintln(stderr, shadowUsage)
+		return 2
+	}
+	fs := flag.NewFlagSet("shadow report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	snapshots := fs.String("snapshots", "", "snapshots.jsonl written by joiner record --snapshot-every")
+	decisions := fs.String("decisions", "", "the functions' shadow decisions (JSON lines: log records, a CloudWatch Logs export, summaries)")
+	catPath := fs.String("catalog", "", "price both sides with this catalog (joiner catalog's JSON; default the embedded one)")
+	window := fs.Duration("match-window", 10*time.Minute, "how far apart a Karpenter launch and a Joiner launch of one NodePool may be and still be matched")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, shadowUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "joiner shadow report: unexpected arguments %v\n", fs.Args())
+		return 2
+	case *snapshots == "" || *decisions == "":
+		fmt.Fprintln(stderr, "joiner shadow report: --snapshots FILE and --decisions FILE are required")
+		fs.Usage()
+		return 2
+	case *window <= 0:
+		fmt.Fprintln(stderr, "joiner shadow report: --match-window must be positive")
+		return 2
+	}
+	rep, err := shadowReport(*snapshots, *decisions, *catPath, *window)
+	if err != nil {
+		fmt.Fprintf(stderr, "joiner shadow report: %v\n", err)
+		return 1
+	}
+	shadow.Write(stdout, rep)
+	return 0
+}
+
+// shadowReport reads both files and compares them.
+func shadowReport(snapshotsPath, decisionsPath, catalogPath string, window time.Duration) (*shadow.Report, error) {
+	sf, err := os.Open(snapshotsPath)
+	if err != nil {
+		return nil, err
+	}
+	defer sf.Close()
+	snaps, err := shadow.ReadSnapshots(sf, snapshotsPath)
+	if err != nil {
+		return nil, err
+	}
+	df, err := os.Open(decisionsPath)
+	if err != nil {
+		return nil, err
+	}
+	defer df.Close()
+	decs, err := shadow.ReadDecisions(df, decisionsPath)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := catalog.LoadOrEmbedded(catalogPath)
+	if err != nil {
+		return nil, fmt.Errorf("--catalog %s: %w", catalogPath, err)
+	}
+	return shadow.Compare(snaps, decs, shadow.Options{MatchWindow: window, Price: catalogPrice(cat)}), nil
+}
+
+// catalogPrice prices an offering from the catalog.
+func catalogPrice(cat *catalog.Catalog) shadow.PriceFunc {
+	return func(t, zone, ct string) (float64, bool) {
+		it, ok := cat.Lookup(t)
+		if !ok {
+			return 0, false
+		}
+		for _, o := range it.Offerings {
+			if o.Zone == zone && o.CapacityType == ct && o.PricePerHour > 0 {
+				return o.PricePerHour, true
+			}
+		}
+		return 0, false
+	}
+}
