@@ -273,7 +273,15 @@ func TestShadowReportOn020(t *testing.T) {
 			t.Errorf("cleanup: %v", err)
 		}
 	}()
+	// JOINER_SHADOW_DEMO_OUT keeps the two files (the README's report is
+	// `joiner shadow report` run on them).
 	dir := t.TempDir()
+	if d := os.Getenv("JOINER_SHADOW_DEMO_OUT"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dir = d
+	}
 	snapFile, err := os.Create(filepath.Join(dir, snapshotsFile))
 	if err != nil {
 		t.Fatal(err)
