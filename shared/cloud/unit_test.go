@@ -14,6 +14,7 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/joiner-autoscaler/joiner/shared/awsjson"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
@@ -177,10 +178,10 @@ func TestDeleteLaunchTemplates(t *testing.T) {
 // failingEKS fails the test on any call: a self-managed cluster has no EKS cluster.
 type failingEKS struct{ t *testing.T }
 
-func (f failingEKS) DescribeCluster(context.Context, *eks.DescribeClusterInput, ...func(*eks.Options)) (*eks.DescribeClusterOutput, error) {
+func (f failingEKS) DescribeCluster(context.Context, string) (awsjson.Cluster, error) {
 	f.t.Helper()
 	f.t.Error("a self-managed cluster was described through EKS")
-	return nil, errors.New("no EKS")
+	return awsjson.Cluster{}, errors.New("no EKS")
 }
 
 // TestSelfManagedClusterNeverDescribedThroughEKS: a self-managed cluster's endpoint,
