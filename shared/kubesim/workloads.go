@@ -150,13 +150,33 @@ func (c *Cluster) nextName(k workloadKey, w *workload, have map[string]bool) str
 	}
 }
 
+// MaxReplicas caps one workload's replicas in the in-memory cluster. It holds every
+// pod, its Events and the scheduler simulation's view of them: a 10,000-replica
+// Deployment replays in about 12 s of CPU and 630 MB (BenchmarkReplay10000Replicas
+// in shared/replay), so twice that still fits a laptop, and a stray extra zero is a
+// clear error instead of an exhausted machine. Larger clusters are the real API
+// server's (joiner replay --kubeconfig) or the scale benchmark's.
+const MaxReplicas = 20_000
+
+// ReplicasError says why replicas is refused for the workload named what, or is nil.
+func ReplicasError(what string, replicas int) error {
+	switch {
+	case replicas < 0:
+		return fmt.Errorf("%s: replicas %d is negative", what, replicas)
+	case replicas > MaxReplicas:
+		return fmt.Errorf("%s: %d replicas is over the in-memory cluster's cap of %d per workload (a 10,000-replica Deployment takes about 630 MB to replay); lower it, or replay against a real API server (--kubeconfig)",
+			what, replicas, MaxReplicas)
+	}
+	return nil
+}
+
 // Scale sets the replicas of the workload namespace/name (any kind) and creates or
 // deletes its pods at once, as its controller would.
 func (c *Cluster) Scale(ctx context.Context, namespace, name string, replicas int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if replicas < 0 {
-		return fmt.Errorf("kubesim: scale %s/%s: replicas %d is negative", namespace, name, replicas)
+	if err := ReplicasError(fmt.Sprintf("kubesim: scale %s/%s", namespace, name), replicas); err != nil {
+		return err
 	}
 	k, ok := c.findWorkload(namespace, name)
 	if !ok {

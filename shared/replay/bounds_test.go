@@ -61,7 +61,8 @@ func TestScenarioBounds(t *testing.T) {
 		{"health window negative", baseScenario + "timeline:\n- at: 5m\n  healthEvent: {count: 1, startIn: -1h, endIn: 1h}\n", "timeline[0].healthEvent.startIn: -1h0m0s is out of range"},
 		{"health count", baseScenario + "timeline:\n- at: 5m\n  healthEvent: {count: -3, startIn: 1h, endIn: 2h}\n", "timeline[0].healthEvent.count: -3 is out of range: want 1 to 10000"},
 		{"event window backwards", baseScenario + "timeline:\n- at: 5m\n  event: sched.json\n  function: interruption\n  window: {startIn: 1h, endIn: 10m}\n", "timeline[0].window.endIn: 10m0s ends before the window starts"},
-		{"a billion replicas", baseScenario + "timeline:\n- at: 5m\n  scale: default/app\n  replicas: 1000000000\n", "timeline[0].replicas: 1000000000 is out of range: want 0 to 1000000"},
+		{"a billion replicas", baseScenario + "timeline:\n- at: 5m\n  scale: default/app\n  replicas: 1000000000\n", "timeline[0].replicas: 1000000000 is out of range: want 0 to 20000 (the in-memory cluster's cap per workload"},
+		{"replicas past the cap", baseScenario + "timeline:\n- at: 5m\n  scale: default/app\n  replicas: 20001\n", "timeline[0].replicas: 20001 is out of range: want 0 to 20000"},
 		{"negative replicas", baseScenario + "timeline:\n- at: 5m\n  scale: default/app\n  replicas: -1\n", "timeline[0].replicas: -1 is out of range"},
 		{"replicas as a float", baseScenario + "timeline:\n- at: 5m\n  scale: default/app\n  replicas: 1.5\n", "timeline.replicas: want a whole number"},
 		{"terminate count", baseScenario + "timeline:\n- at: 5m\n  terminate: {select: any, count: -2}\n", "timeline[0].terminate.count: -2 is out of range"},
@@ -115,5 +116,30 @@ func TestScenarioAtTheBoundsRuns(t *testing.T) {
 	}
 	if res.Invocations["consolidator"] != 1 || res.Errors != 0 {
 		t.Errorf("invocations %v, %d error(s) %v: want the consolidator invoked once by the event", res.Invocations, res.Errors, res.ErrorMessages)
+	}
+}
+
+// A workload past the in-memory cluster's replica cap in the manifests is refused
+// before anything runs, naming the workload.
+func TestReplicaCapInManifests(t *testing.T) {
+	big := `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: big, namespace: default}
+spec:
+  replicas: 20001
+  selector: {matchLabels: {app: big}}
+  template:
+    metadata: {labels: {app: big}}
+    spec:
+      containers: [{name: c, image: nginx, resources: {requests: {cpu: 10m}}}]
+`
+	sc, err := Load(writeScenario(t, baseScenario+"manifests: [big.yaml]\n", map[string]string{"big.yaml": big}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), sc, Options{})
+	want := "Deployment default/big: 20001 replicas is over the in-memory cluster's cap of 20000 per workload"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v\nwant it to contain %q", err, want)
 	}
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
 	"github.com/joiner-autoscaler/joiner/shared/jsonerr"
-	"github.com/joiner-autoscaler/joiner/shared/manifest"
+	"github.com/joiner-autoscaler/joiner/shared/kubesim"
 )
 
 // ScenarioFile is the file that makes a folder a scenario.
@@ -390,8 +390,9 @@ func (st Step) validate(ps *problems, field string, sc *Scenario) {
 	switch {
 	case st.Scale != "" && st.Replicas == nil:
 		ps.add(field+".replicas", "required with scale")
-	case st.Scale != "" && (*st.Replicas < 0 || *st.Replicas > manifest.MaxExpandedPods):
-		ps.add(field+".replicas", "%d is out of range: want 0 to %d", *st.Replicas, manifest.MaxExpandedPods)
+	case st.Scale != "" && (*st.Replicas < 0 || *st.Replicas > kubesim.MaxReplicas):
+		ps.add(field+".replicas", "%d is out of range: want 0 to %d (the in-memory cluster's cap per workload; a 10,000-replica Deployment takes about 630 MB to replay)",
+			*st.Replicas, kubesim.MaxReplicas)
 	case st.Scale == "" && st.Replicas != nil:
 		ps.add(field+".replicas", "only with scale")
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -190,6 +192,21 @@ func LoadManifests(paths ...string) (*manifest.Bundle, error) {
 	for _, p := range b.Problems {
 		if !p.Warning && !p.Runtime {
 			problems = append(problems, p.String())
+		}
+	}
+	// The replay's cluster is in memory: a workload past its replica cap is refused
+	// here, naming it, before anything is built.
+	perWorkload := map[string]int{}
+	for _, p := range b.Pods {
+		for _, o := range p.OwnerReferences {
+			if o.Controller != nil && *o.Controller {
+				perWorkload[o.Kind+" "+p.Namespace+"/"+o.Name]++
+			}
+		}
+	}
+	for _, w := range slices.Sorted(maps.Keys(perWorkload)) {
+		if err := kubesim.ReplicasError(w, perWorkload[w]); err != nil {
+			problems = append(problems, err.Error())
 		}
 	}
 	if len(problems) > 0 {
