@@ -27,13 +27,9 @@ records, a CloudWatch Logs export ({"message": ...} lines), or joiner invoke's s
 sides are priced by one table (--catalog, default the embedded catalog's prices).`
 
 func runShadow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "report" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprintln(stderr, shadowUsage)
-			return 0
-		}
-		fmt.Fprintln(stderr, shadowUsage)
-		return 2
+	args, code, ok := subcommand(args, "report", shadowUsage, stderr)
+	if !ok {
+		return code
 	}
 	fs := flag.NewFlagSet("shadow report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -45,7 +41,7 @@ func runShadow(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, shadowUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -74,21 +70,12 @@ func runShadow(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // shadowReport reads both files and compares them.
 func shadowReport(snapshotsPath, decisionsPath, catalogPath string, window time.Duration) (*shadow.Report, error) {
-	sf, err := os.Open(snapshotsPath)
-	if err != nil {
-		return nil, err
+	var snaps []shadow.Snapshot
+	var decs *shadow.Decisions
+	err := readWith(snapshotsPath, func(r io.Reader) (err error) { snaps, err = shadow.ReadSnapshots(r, snapshotsPath); return })
+	if err == nil {
+		err = readWith(decisionsPath, func(r io.Reader) (err error) { decs, err = shadow.ReadDecisions(r, decisionsPath); return })
 	}
-	defer sf.Close()
-	snaps, err := shadow.ReadSnapshots(sf, snapshotsPath)
-	if err != nil {
-		return nil, err
-	}
-	df, err := os.Open(decisionsPath)
-	if err != nil {
-		return nil, err
-	}
-	defer df.Close()
-	decs, err := shadow.ReadDecisions(df, decisionsPath)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +84,15 @@ func shadowReport(snapshotsPath, decisionsPath, catalogPath string, window time.
 		return nil, fmt.Errorf("--catalog %s: %w", catalogPath, err)
 	}
 	return shadow.Compare(snaps, decs, shadow.Options{MatchWindow: window, Price: catalogPrice(cat)}), nil
+}
+
+func readWith(path string, read func(io.Reader) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return read(f)
 }
 
 // catalogPrice prices an offering from the catalog.

@@ -22,13 +22,9 @@ const simUsage = `usage: joiner sim serve [--addr 127.0.0.1:PORT] [--state FILE]
                         [--cluster NAME] [--fake-clock RFC3339] [-v]`
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "serve" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprintln(stderr, simUsage)
-			return 0
-		}
-		fmt.Fprintln(stderr, simUsage)
-		return 2
+	args, code, ok := subcommand(args, "serve", simUsage, stderr)
+	if !ok {
+		return code
 	}
 	fs := flag.NewFlagSet("joiner sim serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -42,7 +38,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, simUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
