@@ -89,7 +89,7 @@ FUZZ_TARGETS := \
 	./shared/manifest:FuzzDecode ./shared/manifest:FuzzFastYAML ./shared/manifest:FuzzAssign \
 	./events:FuzzDecode ./shared/catalog:FuzzDecode ./shared/replay:FuzzParse \
 	./shared/awssim:FuzzServeHTTP ./shared/awssim:FuzzSeed \
-	./shared/packer/packertest:FuzzPlanFits ./cmd/joiner-run:FuzzParseEvent
+	./shared/packer/packertest:FuzzPlanFits ./cmd/joiner-run:FuzzParseEvent ./shared/facts:FuzzInstanceID
 fuzz:
 	@set -eo pipefail; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$fn in $$pkg for $(FUZZTIME)"; \

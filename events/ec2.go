@@ -3,19 +3,13 @@ package events
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"time"
+
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 )
 
 // SpotWarningLead is how long before the interruption AWS sends the spot warning.
 const SpotWarningLead = 2 * time.Minute
-
-// instanceIDPattern accepts the 8- and 17-hex-digit forms EC2 has used.
-var instanceIDPattern = regexp.MustCompile(`^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$`)
-
-// ValidInstanceID reports whether s looks like an EC2 instance ID. Decoders check it so
-// that nothing else reaches an EC2 filter or a tag lookup.
-func ValidInstanceID(s string) bool { return instanceIDPattern.MatchString(s) }
 
 // SpotInterruption is "EC2 Spot Instance Interruption Warning": the instance will be
 // interrupted (hibernated, stopped or terminated) two minutes after Time.
@@ -164,7 +158,7 @@ func checkInstanceID(id string) error {
 	if id == "" {
 		return fmt.Errorf("detail.instance-id is missing")
 	}
-	if !ValidInstanceID(id) {
+	if !facts.ValidInstanceID(id) {
 		return fmt.Errorf("detail.instance-id %q is not an EC2 instance ID", id)
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 )
 
 // HealthTime is a time in an AWS Health event. AWS Health writes RFC 1123 times
@@ -131,7 +133,7 @@ func healthInstanceIDs(resources []string, entities []AffectedEntity) []string {
 	var ids []string
 	seen := map[string]bool{}
 	add := func(s string) {
-		if ValidInstanceID(s) && !seen[s] {
+		if facts.ValidInstanceID(s) && !seen[s] {
 			seen[s] = true
 			ids = append(ids, s)
 		}

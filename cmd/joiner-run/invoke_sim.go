@@ -300,7 +300,7 @@ func (w *simWorld) observe(ctx context.Context) (*worldState, error) {
 	for _, u := range ncs.Items {
 		pid, _, _ := unstructured.NestedString(u.Object, "status", "providerID")
 		detail := "nodepool " + u.GetLabels()[karpenter.NodePoolLabelKey]
-		if id := kube.InstanceID(pid); id != "" {
+		if id := facts.InstanceID(pid); id != "" {
 			detail += ", instance " + id
 		}
 		if u.GetDeletionTimestamp() != nil {

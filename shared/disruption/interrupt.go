@@ -96,7 +96,7 @@ type InterruptState struct {
 func (st InterruptState) instance(id string) (*corev1.Node, *karpenter.NodeClaim) {
 	var nc *karpenter.NodeClaim
 	for _, c := range st.NodeClaims {
-		if InstanceID(c.Status.ProviderID) == id {
+		if facts.InstanceID(c.Status.ProviderID) == id {
 			nc = c
 		}
 	}

@@ -3,11 +3,11 @@ package disruption
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 )
 
@@ -73,7 +73,7 @@ func Leaks(cluster string, instances []OwnedInstance, claims []*karpenter.NodeCl
 			continue
 		}
 		byName[nc.Name] = true
-		if id := InstanceID(nc.Status.ProviderID); id != "" {
+		if id := facts.InstanceID(nc.Status.ProviderID); id != "" {
 			byInstance[id] = true
 		}
 	}
@@ -113,7 +113,7 @@ func Leaks(cluster string, instances []OwnedInstance, claims []*karpenter.NodeCl
 		if since.IsZero() || now.Sub(since) < RegistrationTTL {
 			continue
 		}
-		out = append(out, LeakAction{Kind: DeleteNodeClaim, NodeClaim: nc.Name, InstanceID: InstanceID(nc.Status.ProviderID),
+		out = append(out, LeakAction{Kind: DeleteNodeClaim, NodeClaim: nc.Name, InstanceID: facts.InstanceID(nc.Status.ProviderID),
 			NodePool: nc.Labels[karpenter.NodePoolLabelKey],
 			Reason: fmt.Sprintf("launched %s but its node has not registered within %s",
 				since.UTC().Format(time.RFC3339), RegistrationTTL)})
@@ -129,17 +129,4 @@ func Leaks(cluster string, instances []OwnedInstance, claims []*karpenter.NodeCl
 		return a.NodeClaim < b.NodeClaim
 	})
 	return out
-}
-
-// InstanceID is the instance id of an AWS providerID (aws:///us-east-1a/i-0abc),
-// or "" when it names none.
-func InstanceID(providerID string) string {
-	if !strings.HasPrefix(providerID, "aws://") {
-		return ""
-	}
-	id := providerID[strings.LastIndexByte(providerID, '/')+1:]
-	if !strings.HasPrefix(id, "i-") {
-		return ""
-	}
-	return id
 }

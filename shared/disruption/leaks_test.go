@@ -75,17 +75,3 @@ func TestLeaks(t *testing.T) {
 		t.Fatalf("a one-hour grace must spare a ten-minute-old instance, got %+v", out)
 	}
 }
-
-func TestInstanceID(t *testing.T) {
-	for in, want := range map[string]string{
-		"aws:///us-east-1a/i-0abc": "i-0abc",
-		"aws:///i-0abc":            "i-0abc",
-		"kind://docker/x/y":        "",
-		"aws:///us-east-1a/":       "",
-		"":                         "",
-	} {
-		if got := InstanceID(in); got != want {
-			t.Errorf("InstanceID(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
@@ -96,7 +97,7 @@ func (d *Deps) log() *slog.Logger {
 type terminator struct{ cloud Cloud }
 
 func (t terminator) Terminate(ctx context.Context, nc *karpenter.NodeClaim) error {
-	ids := []string{kube.InstanceID(nc.Status.ProviderID)}
+	ids := []string{facts.InstanceID(nc.Status.ProviderID)}
 	if ids[0] == "" {
 		// The launch was never recorded (the invocation died, or the API server
 		// failed, between CreateFleet and MarkLaunched): the instance, if any,

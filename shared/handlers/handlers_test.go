@@ -18,6 +18,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kube/kubetest"
 )
@@ -253,7 +254,7 @@ func TestInterruptionStateChangeRemovesNodeAndClaim(t *testing.T) {
 			claim, providerID = nc.Name, nc.Status.ProviderID
 		}
 	}
-	id := kube.InstanceID(providerID)
+	id := facts.InstanceID(providerID)
 	if id == "" {
 		t.Fatalf("no launched NodeClaim: %+v", st.NodeClaims)
 	}
@@ -317,7 +318,7 @@ func (w *world) register(t *testing.T) []string {
 	}
 	var names []string
 	for _, nc := range st.NodeClaims {
-		id := kube.InstanceID(nc.Status.ProviderID)
+		id := facts.InstanceID(nc.Status.ProviderID)
 		if id == "" || nc.DeletionTimestamp != nil {
 			continue
 		}
@@ -411,7 +412,7 @@ func TestInterruptionSpotWarningReplacesThenDrains(t *testing.T) {
 	}
 	var claim string
 	for _, nc := range st.NodeClaims {
-		if kube.InstanceID(nc.Status.ProviderID) == nodes[0] {
+		if facts.InstanceID(nc.Status.ProviderID) == nodes[0] {
 			claim = nc.Name
 		}
 	}

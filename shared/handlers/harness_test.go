@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kube/kubetest"
@@ -146,7 +147,7 @@ func (w *world) registerNew(t testing.TB) []string {
 	}
 	var names []string
 	for _, nc := range st.NodeClaims {
-		id := kube.InstanceID(nc.Status.ProviderID)
+		id := facts.InstanceID(nc.Status.ProviderID)
 		if id == "" || nc.DeletionTimestamp != nil || have[nc.Status.ProviderID] {
 			continue
 		}
@@ -296,7 +297,7 @@ func (w *world) assertConverged(t testing.TB) {
 			t.Errorf("NodeClaim %s never recorded a launch", nc.Name)
 			continue
 		}
-		byProvider[kube.InstanceID(nc.Status.ProviderID)] = nc
+		byProvider[facts.InstanceID(nc.Status.ProviderID)] = nc
 	}
 	alive := map[string]bool{}
 	for _, in := range w.ownedInstances(t) {

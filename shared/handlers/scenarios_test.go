@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 )
@@ -125,7 +126,7 @@ func (w *world) instanceGone(t *testing.T, id string) bool {
 func (w *world) claimOf(t *testing.T, id string) string {
 	t.Helper()
 	for _, nc := range w.state(t).NodeClaims {
-		if kube.InstanceID(nc.Status.ProviderID) == id {
+		if facts.InstanceID(nc.Status.ProviderID) == id {
 			return nc.Name
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/lifecycle"
@@ -176,7 +177,7 @@ func (r *Recorder) CreateNodeClaim(_ context.Context, nc *karpenter.NodeClaim) (
 // MarkLaunched records the status write.
 func (r *Recorder) MarkLaunched(_ context.Context, name string, l kube.Launch) (*karpenter.NodeClaim, error) {
 	r.add(Decision{Kind: DecideRecordLaunch, NodeClaim: name, InstanceType: l.InstanceType, Zone: l.Zone, CapacityType: l.CapacityType,
-		Instances: []string{kube.InstanceID(l.ProviderID)}})
+		Instances: []string{facts.InstanceID(l.ProviderID)}})
 	nc := &karpenter.NodeClaim{}
 	nc.Name = name
 	nc.Status.ProviderID = l.ProviderID
@@ -404,7 +405,7 @@ func (d *recordedDisruption) Drain(_ context.Context, opts kube.DrainOptions) (*
 func (d *recordedDisruption) Complete(context.Context, kube.InstanceTerminator) error {
 	d.committed = true
 	d.r.add(Decision{Kind: DecideDeleteNodeClaim, Node: d.node, NodeClaim: d.claim.Name, Reason: d.reason,
-		Instances: []string{kube.InstanceID(d.claim.Status.ProviderID)}})
+		Instances: []string{facts.InstanceID(d.claim.Status.ProviderID)}})
 	name, removal := d.claim.Name, memRemoval{At: d.r.now().UTC(), Reason: d.reason}
 	d.r.remember(func(m *shadowMemory) { m.remove(name, removal) })
 	return nil

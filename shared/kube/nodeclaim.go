@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/lifecycle"
 	"github.com/joiner-autoscaler/joiner/shared/nominate"
@@ -56,14 +57,6 @@ type Launch struct {
 	Allocatable  corev1.ResourceList
 	// Labels are further labels of the chosen instance type (arch, family, ...).
 	Labels map[string]string
-}
-
-// InstanceID extracts the EC2 instance id from a providerID aws:///<zone>/<id>.
-func InstanceID(providerID string) string {
-	if !strings.HasPrefix(providerID, "aws://") {
-		return ""
-	}
-	return providerID[strings.LastIndex(providerID, "/")+1:]
 }
 
 // CreateNodeClaim writes nc before its instance is launched, so a concurrent
@@ -156,7 +149,7 @@ func (c *Client) MarkLaunched(ctx context.Context, name string, l Launch) (*karp
 	if err != nil {
 		return nil, err
 	}
-	c.normal(ctx, NodeClaimRef(out), ReasonLaunched, "Launch", fmt.Sprintf("Launched instance %s (%s, %s, %s)", InstanceID(l.ProviderID), l.InstanceType, l.Zone, l.CapacityType))
+	c.normal(ctx, NodeClaimRef(out), ReasonLaunched, "Launch", fmt.Sprintf("Launched instance %s (%s, %s, %s)", facts.InstanceID(l.ProviderID), l.InstanceType, l.Zone, l.CapacityType))
 	return out, nil
 }
 
@@ -495,7 +488,7 @@ func (c *Client) finalize(ctx context.Context, st *ClusterState, nc *karpenter.N
 	if err := term.Terminate(ctx, nc); err != nil {
 		return false, fmt.Errorf("terminate instance %s: %w", nc.Status.ProviderID, err)
 	}
-	c.normal(ctx, NodeClaimRef(nc), ReasonInstanceTerminated, "Terminate", "Terminated instance "+InstanceID(nc.Status.ProviderID))
+	c.normal(ctx, NodeClaimRef(nc), ReasonInstanceTerminated, "Terminate", "Terminated instance "+facts.InstanceID(nc.Status.ProviderID))
 	if node != nil {
 		err := c.clients.Core.Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &node.UID}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

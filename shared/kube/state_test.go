@@ -146,15 +146,6 @@ func TestInFlightRoomCountsSidecars(t *testing.T) {
 	}
 }
 
-func TestInstanceID(t *testing.T) {
-	if id := InstanceID("aws:///us-east-1a/i-0abc"); id != "i-0abc" {
-		t.Errorf("InstanceID = %q", id)
-	}
-	if id := InstanceID("kind://docker/x"); id != "" {
-		t.Errorf("InstanceID of a non-AWS provider = %q", id)
-	}
-}
-
 func TestSetReadyFollowsDependents(t *testing.T) {
 	var conds []metav1.Condition
 	now := time.Now()

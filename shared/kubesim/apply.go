@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/manifest"
@@ -155,7 +156,7 @@ func (c *Cluster) applyNode(ctx context.Context, n *corev1.Node) error {
 	}
 	// A node whose providerID names a simulated instance is that instance's kubelet
 	// (a cluster taken over from Karpenter): it goes when the instance goes.
-	if id := kube.InstanceID(n.Spec.ProviderID); id != "" && c.cfg.Instances != nil {
+	if id := facts.InstanceID(n.Spec.ProviderID); id != "" && c.cfg.Instances != nil {
 		if _, ok := c.cfg.Instances.Instance(id); ok {
 			c.nodes[n.Spec.ProviderID] = n.Name
 		}

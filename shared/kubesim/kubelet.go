@@ -54,7 +54,7 @@ func (c *Cluster) kubelet(ctx context.Context, r *Report) error {
 			}
 			continue
 		}
-		in, ok := c.cfg.Instances.Instance(kube.InstanceID(pid))
+		in, ok := c.cfg.Instances.Instance(facts.InstanceID(pid))
 		if !ok || in.State != awssim.StateRunning || c.cfg.Now().Before(in.LaunchTime.Add(c.cfg.RegisterAfter)) || c.bootFailed[pid] {
 			continue
 		}
@@ -191,7 +191,7 @@ func (c *Cluster) liftStartupTaints(ctx context.Context, n *corev1.Node, nc *kar
 func (c *Cluster) removeGone(ctx context.Context, r *Report) error {
 	for _, pid := range sortedKeys(c.nodes) {
 		name := c.nodes[pid]
-		if in, ok := c.cfg.Instances.Instance(kube.InstanceID(pid)); ok && (in.State == awssim.StateRunning || in.State == awssim.StatePending) {
+		if in, ok := c.cfg.Instances.Instance(facts.InstanceID(pid)); ok && (in.State == awssim.StateRunning || in.State == awssim.StatePending) {
 			continue
 		}
 		delete(c.nodes, pid)

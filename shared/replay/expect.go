@@ -360,7 +360,7 @@ func noTaint(v *view) (bool, string) {
 func noOrphans(v *view) (bool, string) {
 	claimed := map[string]*karpenter.NodeClaim{}
 	for _, nc := range v.claims {
-		if id := kube.InstanceID(nc.Status.ProviderID); id != "" {
+		if id := facts.InstanceID(nc.Status.ProviderID); id != "" {
 			claimed[id] = nc
 		}
 	}
@@ -454,7 +454,7 @@ func karpenterAdoptable(v *view) (bool, string) {
 				bad("no annotation %s", k)
 			}
 		}
-		id := kube.InstanceID(nc.Status.ProviderID)
+		id := facts.InstanceID(nc.Status.ProviderID)
 		if id == "" {
 			bad("no providerID")
 			continue
