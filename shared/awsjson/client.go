@@ -202,18 +202,22 @@ func (c *Client) Endpoint() (string, error) {
 	if r == "" {
 		return "", errors.New("no region configured")
 	}
-	// The partitions' DNS suffixes (endpoints.json); FIPS and dual-stack endpoints
-	// are not offered: set BaseEndpoint for them.
-	suffix := "amazonaws.com"
+	// FIPS and dual-stack endpoints are not offered: set BaseEndpoint for them.
+	return "https://" + c.svc.EndpointPrefix + "." + r + "." + DNSSuffix(r), nil
+}
+
+// DNSSuffix is the DNS suffix of region's partition (endpoints.json): the
+// regional endpoints are <service>.<region>.<suffix>.
+func DNSSuffix(region string) string {
 	switch {
-	case strings.HasPrefix(r, "cn-"):
-		suffix = "amazonaws.com.cn"
-	case strings.HasPrefix(r, "us-isob-"):
-		suffix = "sc2s.sgov.gov"
-	case strings.HasPrefix(r, "us-iso-"):
-		suffix = "c2s.ic.gov"
+	case strings.HasPrefix(region, "cn-"):
+		return "amazonaws.com.cn"
+	case strings.HasPrefix(region, "us-isob-"):
+		return "sc2s.sgov.gov"
+	case strings.HasPrefix(region, "us-iso-"):
+		return "c2s.ic.gov"
 	}
-	return "https://" + c.svc.EndpointPrefix + "." + r + "." + suffix, nil
+	return "amazonaws.com"
 }
 
 func (c *Client) do(ctx context.Context, op call, method, path string, h http.Header, body []byte, out any) error {

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"golang.org/x/oauth2"
+
+	"github.com/joiner-autoscaler/joiner/shared/awsjson"
 )
 
 const (
@@ -66,16 +68,7 @@ const emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca49599
 
 // stsHost is region's regional STS endpoint, the host aws-iam-authenticator accepts.
 func stsHost(region string) string {
-	suffix := "amazonaws.com"
-	switch {
-	case strings.HasPrefix(region, "cn-"):
-		suffix = "amazonaws.com.cn"
-	case strings.HasPrefix(region, "us-isob-"):
-		suffix = "sc2s.sgov.gov"
-	case strings.HasPrefix(region, "us-iso-"):
-		suffix = "c2s.ic.gov"
-	}
-	return "sts." + region + "." + suffix
+	return "sts." + region + "." + awsjson.DNSSuffix(region)
 }
 
 // Get returns a fresh token.
