@@ -25,6 +25,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/bootstrap"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
@@ -218,7 +219,7 @@ func (k *karpenterActor) finalize(name string) {
 	if err != nil {
 		k.t.Fatal(err)
 	}
-	if _, err := k.w.cloud.EC2.TerminateInstances(k.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{kube.InstanceID(nc.Status.ProviderID)}}); err != nil {
+	if _, err := k.w.cloud.EC2.TerminateInstances(k.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{facts.InstanceID(nc.Status.ProviderID)}}); err != nil {
 		k.t.Fatalf("karpenter: terminate %s: %v", name, err)
 	}
 	// Karpenter's termination controller deletes the Node (its finalizer is

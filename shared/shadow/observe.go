@@ -30,7 +30,7 @@ func Observe(st *kube.ClusterState, at, since time.Time, created func(metav1.Obj
 	for _, nc := range st.NodeClaims {
 		c := NodeClaim{Name: nc.Name, NodePool: nc.Labels[karpenter.NodePoolLabelKey], InstanceType: nc.Labels[corev1.LabelInstanceTypeStable],
 			Zone: nc.Labels[corev1.LabelTopologyZone], CapacityType: nc.Labels[karpenter.CapacityTypeLabelKey],
-			Instance: kube.InstanceID(nc.Status.ProviderID), Node: nc.Status.NodeName, Created: created(nc).UTC(), Reason: reasonOf(nc)}
+			Instance: facts.InstanceID(nc.Status.ProviderID), Node: nc.Status.NodeName, Created: created(nc).UTC(), Reason: reasonOf(nc)}
 		if nc.DeletionTimestamp != nil {
 			t := nc.DeletionTimestamp.UTC()
 			c.Deleting = &t
