@@ -33,6 +33,7 @@ func FromEnv(ctx context.Context, name string) (*Function, error) {
 // FromEnvFor is FromEnv for one handler: a Lambda main calls it so that its binary
 // links that handler only.
 func FromEnvFor(ctx context.Context, h Handler) (*Function, error) {
+	limitMemory(os.Getenv)
 	return fromEnv(ctx, h, Env{Getenv: os.Getenv, Log: os.Stdout})
 }
 
