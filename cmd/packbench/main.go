@@ -1,6 +1,7 @@
 // Command packbench prints the packing engine's benchmark report: for every case of
 // the foundation issue (Karpenter's scheduling-benchmark workload at 100–20,000
-// pods on its 400 fake types, a 4,000-pod preferences case, a 5,000-pod mixed
+// pods on its 400 fake types, and at 100,000 for issue 18's linear-growth targets,
+// a 4,000-pod preferences case, a 5,000-pod mixed
 // workload on the real us-east-1 catalog) it times packer.Solve in-process, the
 // whole `joiner plan -f DIR --catalog FILE -o json > /dev/null` process on the same
 // workload written as YAML, and reports nodes, cost, the cost's ratio to
@@ -380,6 +381,7 @@ func targets(results []*result) []target {
 		out = append(out, target{verdict(r.peakHeap <= 256<<20), fmt.Sprintf("peak heap ≤ 256 MiB at 20,000 pods: %.1f MiB (in-process HeapAlloc; process max RSS %.0f MiB)",
 			mib(r.peakHeap), float64(r.procRSSKiB)/1024)})
 	}
+	out = append(out, linearTargets(by)...)
 	if r := by["preferences-4000"]; r != nil {
 		v, how := rate(r)
 		out = append(out, target{verdict(v >= 10000), fmt.Sprintf("preferences case ≥ 10,000 pods/s: %.0f pods/s (%s)", v, how)})
@@ -403,6 +405,33 @@ func targets(results []*result) []target {
 	}
 	for _, r := range results {
 		out = append(out, target{verdict(len(r.checkErrs) == 0 && r.procErr == ""), fmt.Sprintf("valid plan, %s: %d checker errors%s", r.c.Name, len(r.checkErrs), procSuffix(r))})
+	}
+	return out
+}
+
+// linearTargets judge the scale case against karpenter-20000 (issue 18): at
+// five times the pods at most five times the time (the whole process when it was
+// timed), at most 1 GB (max RSS, else peak heap), and a cost ratio no worse.
+func linearTargets(by map[string]*result) []target {
+	small, big := by["karpenter-20000"], by[fmt.Sprintf("karpenter-%d", workload.ScalePods)]
+	if small == nil || big == nil {
+		return nil
+	}
+	ts, tb, how := small.procTime, big.procTime, "process"
+	if ts == 0 || tb == 0 {
+		ts, tb, how = small.solve, big.solve, "in-process"
+	}
+	growth := float64(tb) / float64(ts)
+	out := []target{{verdict(growth <= 5), fmt.Sprintf("%d pods in ≤ 5 × the 20,000-pod time: %s vs %s, %.2f× (%s)",
+		big.c.Pods, tb.Round(time.Millisecond), ts.Round(time.Millisecond), growth, how)}}
+	if big.procRSSKiB > 0 {
+		out = append(out, target{verdict(big.procRSSKiB <= 1<<20), fmt.Sprintf("%d pods in ≤ 1 GB: max RSS %.0f MiB (joiner plan)", big.c.Pods, float64(big.procRSSKiB)/1024)})
+	} else {
+		out = append(out, target{verdict(big.peakHeap <= 1<<30), fmt.Sprintf("%d pods in ≤ 1 GB: peak heap %.1f MiB (in-process; process not timed)", big.c.Pods, mib(big.peakHeap))})
+	}
+	if small.bound > 0 && big.bound > 0 {
+		rs, rb := small.cost/small.bound, big.cost/big.bound
+		out = append(out, target{verdict(rb <= rs+0.0005), fmt.Sprintf("cost / bound at %d pods no worse than at 20,000: %.3f vs %.3f", big.c.Pods, rb, rs)})
 	}
 	return out
 }

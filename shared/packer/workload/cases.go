@@ -24,7 +24,16 @@ type Case struct {
 	// cheapest spot vCPU differs by up to 20% (and counts hostname anti-affinity
 	// only within a group).
 	CostInfoOnly bool
+	// Large marks the scale case (ScalePods): minutes for an engine as slow as
+	// Karpenter's, so a side-by-side benchmark runs it only when asked for by name.
+	Large bool
 }
+
+// ScalePods is the pod count of the scale case, karpenter-100000: Karpenter's mix
+// at five times the largest of KarpenterCounts, where `joiner plan` must take at
+// most five times as long as at 20,000 pods, at most 1 GB, and cost no more
+// relative to the bound (issue 18, work that grows linearly).
+const ScalePods = 100000
 
 // KarpenterCounts are the pod counts of the Karpenter-workload cases.
 var KarpenterCounts = []int{100, 1000, 2000, 5000, 20000}
@@ -46,6 +55,8 @@ func Cases() ([]Case, error) {
 		out = append(out, Case{Name: fmt.Sprintf("karpenter-%d", n), Pods: n, Catalog: bench, CatalogPath: benchPath,
 			Snapshot: func() *packer.Snapshot { return KarpenterSnapshot(n, bench) }})
 	}
+	out = append(out, Case{Name: fmt.Sprintf("karpenter-%d", ScalePods), Pods: ScalePods, Catalog: bench, CatalogPath: benchPath, Large: true,
+		Snapshot: func() *packer.Snapshot { return KarpenterSnapshot(ScalePods, bench) }})
 	out = append(out, Case{Name: "preferences-4000", Pods: 4000, Catalog: bench, CatalogPath: benchPath,
 		Snapshot: func() *packer.Snapshot { return PreferenceSnapshot(4000, bench) }})
 	real, realPath, err := RealCatalog()
