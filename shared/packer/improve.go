@@ -13,13 +13,15 @@ import (
 // mix of CPU-bound and memory-bound Deployments that is an m-ish type for
 // everything, half of whose memory (or CPU) stays idle. Rebalancing swaps single
 // pods and cannot change that. This phase takes the planned nodes whose pods may
-// move (see movable) and packs those pods again from scratch, a node at a time:
-// each new node goes on the type whose price buys the most of the pods it will
-// hold, each pod valued at the price of its dominant resource (what it would cost
-// on the type that holds it most cheaply per unit), and is filled with the pods
-// that use its room best. The new packing replaces the old one only when it costs
-// less, so the phase never makes a plan dearer; it replaces nodes by cheaper
-// types, merges nodes, and moves pods between nodes, all in one step.
+// move (see movable) and packs those pods again from scratch, two ways: greedily,
+// a node at a time (each new node goes on the type whose price buys the most of
+// the pods it will hold, each pod valued at the price of its dominant resource,
+// what it would cost on the type that holds it most cheaply per unit, and is
+// filled with the pods that use its room best), and by column generation over a
+// linear program (colgen.go), which sees combinations the greedy cannot. The
+// cheaper packing replaces the old one only when it costs less, so the phase
+// never makes a plan dearer; it replaces nodes by cheaper types, merges nodes,
+// and moves pods between nodes and zones, all in one step.
 //
 // Scope keeps every constraint the first fill honoured:
 //   - pods with zone-level topology (spread, affinity) stay in their zone, with
@@ -32,22 +34,29 @@ import (
 //   - pools with minValues and nodes holding a pod that may not move keep what
 //     they have.
 //
-// The work is bounded by improveBudget (shapes looked at), not by a clock,
-// so a plan stays the same function of its snapshot: the budget caps the phase
-// at a few milliseconds on the largest benchmark cases.
+// The work is bounded by improveBudget (counted steps), not by a clock, so a
+// plan stays the same function of its snapshot.
 
 const (
 	// improveBudget is the work the phase may do per solve, counted in shapes
-	// looked at while filling trial nodes (about 10 ns each).
-	improveBudget = 1_000_000
+	// looked at while filling trial nodes, simplex row operations and search
+	// nodes (each some 10-30 ns): at most about 100 ms of one core, some 20-80 ms
+	// on the real-catalog cases.
+	improveBudget = 4_000_000
+	// splitShapes is the most shapes one group of a pool may have before the
+	// pool is repacked in parts (see improveGroups).
+	splitShapes = 40
 	// improveFrontier caps the candidate types a group tries per node.
 	improveFrontier = 48
 )
 
 // shapeSet is interchangeable pods: same requests, same class.
 type shapeSet struct {
-	req  vec
-	cls  *podClass
+	req vec
+	cls *podClass
+	// zone is where the shape's pods must stay (they carry zone-level
+	// topology), -1 when they may go to any zone.
+	zone int
 	pods []*podInfo
 	left int
 	w    float64 // price of its dominant resource on the cheapest type for it
@@ -81,48 +90,71 @@ func (s *solver) improve() {
 	}
 }
 
-// improveGroups gathers the planned nodes the phase may repack: per pool, the
-// nodes whose pods carry no topology at all form one group over every zone; the
-// other nodes whose pods are all movable form a group per zone.
+// improveGroups gathers the planned nodes the phase may repack: per pool, every
+// node whose pods may all move (see movable) forms one group over every zone.
+// A pod with zone-level topology stays in its zone (its shape is pinned there,
+// see groupShapes); the others may change zones. One group per pool lets the
+// repack mix a zone's pinned pods with free ones on the same nodes. A pool
+// group of more than splitShapes shapes is split as the phase did before: the
+// nodes whose pods carry no topology, over every zone, and the others per zone
+// (smaller problems, each within the budget).
 func (s *solver) improveGroups() []improveGroup {
-	free := map[int]*improveGroup{}
-	zonal := map[[2]int]*improveGroup{}
-	var out []*improveGroup
+	byPool := map[int]*improveGroup{}
+	var pools []*improveGroup
 	for _, n := range s.nodes {
 		if n.existing || n.inflight || len(n.pods) == 0 || len(n.pool.minVals) > 0 {
 			continue
 		}
-		allFree, allMovable := true, true
+		allMovable := true
 		for _, p := range n.pods {
 			allMovable = allMovable && movable(p)
-			allFree = allFree && len(p.own) == 0 && len(p.matched) == 0 && len(p.ports) == 0
 		}
-		switch {
-		case allFree:
-			g := free[n.pool.idx]
-			if g == nil {
-				g = &improveGroup{pool: n.pool}
-				for z := range s.zones {
-					g.zones = append(g.zones, z)
-				}
-				free[n.pool.idx] = g
-				out = append(out, g)
-			}
-			g.nodes = append(g.nodes, n)
-		case allMovable:
-			k := [2]int{n.pool.idx, n.z}
-			g := zonal[k]
-			if g == nil {
-				g = &improveGroup{pool: n.pool, zones: []int{n.z}}
-				zonal[k] = g
-				out = append(out, g)
-			}
-			g.nodes = append(g.nodes, n)
+		if !allMovable {
+			continue
 		}
+		g := byPool[n.pool.idx]
+		if g == nil {
+			g = &improveGroup{pool: n.pool}
+			for z := range s.zones {
+				g.zones = append(g.zones, z)
+			}
+			byPool[n.pool.idx] = g
+			pools = append(pools, g)
+		}
+		g.nodes = append(g.nodes, n)
 	}
-	res := make([]improveGroup, len(out))
-	for i, g := range out {
-		res[i] = *g
+	var res []improveGroup
+	for _, g := range pools {
+		if len(groupShapes(g.nodes)) <= splitShapes {
+			res = append(res, *g)
+			continue
+		}
+		free := improveGroup{pool: g.pool, zones: g.zones}
+		zonal := map[int]*improveGroup{}
+		var order []int
+		for _, n := range g.nodes {
+			allFree := true
+			for _, p := range n.pods {
+				allFree = allFree && zoneFree(p)
+			}
+			if allFree {
+				free.nodes = append(free.nodes, n)
+				continue
+			}
+			zg := zonal[n.z]
+			if zg == nil {
+				zg = &improveGroup{pool: g.pool, zones: []int{n.z}}
+				zonal[n.z] = zg
+				order = append(order, n.z)
+			}
+			zg.nodes = append(zg.nodes, n)
+		}
+		if len(free.nodes) > 0 {
+			res = append(res, free)
+		}
+		for _, z := range order {
+			res = append(res, *zonal[z])
+		}
 	}
 	return res
 }
@@ -171,7 +203,7 @@ func (s *solver) repack(g improveGroup, budget *int) {
 		sh.w = math.Inf(1)
 		for _, at := range front {
 			c := &pool.cands[at.z][at.i]
-			if !s.accepts(pool, at, sh.cls) || !sh.req.fits(c.avail) {
+			if !sh.takes(s, pool, at) || !sh.req.fits(c.avail) {
 				continue
 			}
 			sh.w = math.Min(sh.w, c.price*dominantShare(sh.req, c.avail))
@@ -180,52 +212,35 @@ func (s *solver) repack(g improveGroup, budget *int) {
 			return // a pod the frontier cannot hold: leave the group as it is
 		}
 	}
-	// A group whose repacking would not finish within what is left of the
-	// budget is not started: half a repack is wasted work.
-	if est := len(g.nodes) * len(front) * len(shapes) * min(len(shapes), 16); est > *budget {
+	// Far more shapes than nodes: the first fill is already fine-grained, and
+	// neither packing below pays for itself.
+	if len(shapes) > 8*len(g.nodes) {
 		return
 	}
+	// The greedy fill is not started when it would not finish within what is
+	// left of the budget: half a repack is wasted work.
 	var bins []*bin
-	left := 0
-	for _, sh := range shapes {
-		left += sh.left
-	}
-	for left > 0 {
-		var best *bin
-		bestRatio := -1.0
-		for _, at := range front {
-			if *budget <= 0 {
-				return // out of budget: the group keeps its first-fill nodes
-			}
-			b := s.fill(pool, at, shapes, false, budget)
-			if b == nil {
-				continue
-			}
-			val := 0.0
-			for _, p := range b.pods {
-				val += shapeOf(shapes, p).w
-			}
-			ratio := val / pool.cands[at.z][at.i].price
-			if ratio > bestRatio*(1+1e-9) || ratio >= bestRatio*(1-1e-9) && best != nil && len(b.pods) > len(best.pods) {
-				best, bestRatio = b, ratio
-			}
-		}
-		if best == nil {
-			return
-		}
-		s.fill(pool, best.at, shapes, true, budget)
-		left -= len(best.pods)
-		bins = append(bins, best)
-	}
-	// Each new node shrinks to the cheapest type of its zone that holds it.
-	after := 0.0
+	var after float64
 	var afterCap vec
-	for _, b := range bins {
-		if i := s.cheapestFor(pool, b.at.z, b.used, b.pods); i >= 0 {
-			b.at.i = i
+	if est := len(g.nodes) * len(front) * len(shapes) * min(len(shapes), 16); est <= *budget {
+		bins = s.greedyBins(pool, front, shapes, budget)
+		after, afterCap = s.shrinkBins(pool, bins)
+	}
+	// The linear program's packing, from the same pods; the cheaper one is
+	// kept. Its rows are the shapes: past lpMaxShapes the basis costs more than
+	// the packing can save.
+	if len(shapes) <= lpMaxShapes {
+		for _, sh := range shapes {
+			sh.left = len(sh.pods)
 		}
-		after += pool.cands[b.at.z][b.at.i].price
-		afterCap = afterCap.add(pool.cands[b.at.z][b.at.i].cap)
+		if lp := s.colgen(pool, front, shapes, budget); lp != nil {
+			if c, cp := s.shrinkBins(pool, lp); bins == nil || c < after*(1-1e-9) {
+				bins, after, afterCap = lp, c, cp
+			}
+		}
+	}
+	if bins == nil {
+		return
 	}
 	if after >= before*(1-1e-6) {
 		return
@@ -249,6 +264,60 @@ func (s *solver) repack(g improveGroup, budget *int) {
 	}
 	s.applyRepack(g, bins, fmt.Sprintf("%d node(s) of the first fill (%s; $%.4f/h) repacked into %d ($%.4f/h)",
 		len(g.nodes), summarize(was), before, len(bins), after))
+}
+
+// greedyBins packs the shapes a node at a time: each on the frontier candidate
+// whose fill buys the most pod value per dollar. nil when out of budget or a
+// pod fits no candidate.
+func (s *solver) greedyBins(pool *poolInfo, front []slot, shapes []*shapeSet, budget *int) []*bin {
+	var bins []*bin
+	left := 0
+	for _, sh := range shapes {
+		left += sh.left
+	}
+	for left > 0 {
+		var best *bin
+		bestRatio := -1.0
+		for _, at := range front {
+			if *budget <= 0 {
+				return nil // out of budget: the group keeps its first-fill nodes
+			}
+			b := s.fill(pool, at, shapes, false, budget)
+			if b == nil {
+				continue
+			}
+			val := 0.0
+			for _, p := range b.pods {
+				val += shapeOf(shapes, p, at.z).w
+			}
+			ratio := val / pool.cands[at.z][at.i].price
+			if ratio > bestRatio*(1+1e-9) || ratio >= bestRatio*(1-1e-9) && best != nil && len(b.pods) > len(best.pods) {
+				best, bestRatio = b, ratio
+			}
+		}
+		if best == nil {
+			return nil
+		}
+		s.fill(pool, best.at, shapes, true, budget)
+		left -= len(best.pods)
+		bins = append(bins, best)
+	}
+	return bins
+}
+
+// shrinkBins moves each bin to the cheapest candidate of its zone that holds
+// it and returns what the bins cost and the capacity they take.
+func (s *solver) shrinkBins(pool *poolInfo, bins []*bin) (float64, vec) {
+	cost := 0.0
+	var capSum vec
+	for _, b := range bins {
+		if i := s.cheapestFor(pool, b.at.z, b.used, b.pods); i >= 0 {
+			b.at.i = i
+		}
+		cost += pool.cands[b.at.z][b.at.i].price
+		capSum = capSum.add(pool.cands[b.at.z][b.at.i].cap)
+	}
+	return cost, capSum
 }
 
 // summarize counts names: "3× m6i.4xlarge, r7i.xlarge".
@@ -358,7 +427,7 @@ func (s *solver) fill(pool *poolInfo, at slot, shapes []*shapeSet, take bool, bu
 		*budget -= len(shapes)
 		best, bestScore := -1, 0.0
 		for k, sh := range shapes {
-			if sh.left-taken[k] <= 0 || !sh.req.fits(room) || !s.accepts(pool, at, sh.cls) ||
+			if sh.left-taken[k] <= 0 || !sh.req.fits(room) || !sh.takes(s, pool, at) ||
 				!extraAgrees(b.extra, sh.cls.perPool[pool.idx].extra) {
 				continue
 			}
@@ -430,30 +499,42 @@ func copiesFit(req, room vec) int {
 	return n
 }
 
-func shapeOf(shapes []*shapeSet, p *podInfo) *shapeSet {
+func shapeOf(shapes []*shapeSet, p *podInfo, z int) *shapeSet {
+	if zoneFree(p) {
+		z = -1
+	}
 	for _, sh := range shapes {
-		if sh.cls == p.cls && sh.req == p.req {
+		if sh.cls == p.cls && sh.req == p.req && sh.zone == z {
 			return sh
 		}
 	}
 	return nil
 }
 
+// takes reports whether the shape's pods may run on candidate at of pool.
+func (sh *shapeSet) takes(s *solver, pool *poolInfo, at slot) bool {
+	return (sh.zone < 0 || sh.zone == at.z) && s.accepts(pool, at, sh.cls)
+}
+
 // groupShapes collects the group's pods into shapes, largest first, in a fixed
 // order (pod keys within a shape).
 func groupShapes(nodes []*node) []*shapeSet {
 	type key struct {
-		req vec
-		cls *podClass
+		req  vec
+		cls  *podClass
+		zone int
 	}
 	by := map[key]*shapeSet{}
 	var out []*shapeSet
 	for _, n := range nodes {
 		for _, p := range n.pods {
-			k := key{p.req, p.cls}
+			k := key{p.req, p.cls, n.z}
+			if zoneFree(p) {
+				k.zone = -1
+			}
 			sh := by[k]
 			if sh == nil {
-				sh = &shapeSet{req: p.req, cls: p.cls}
+				sh = &shapeSet{req: p.req, cls: p.cls, zone: k.zone}
 				by[k] = sh
 				out = append(out, sh)
 			}
@@ -471,7 +552,10 @@ func groupShapes(nodes []*node) []*shapeSet {
 		if c := cmp.Compare(b.req[dimMemory], a.req[dimMemory]); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.cls.id, b.cls.id)
+		if c := cmp.Compare(a.cls.id, b.cls.id); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.zone, b.zone)
 	})
 	return out
 }
@@ -482,24 +566,30 @@ func groupShapes(nodes []*node) []*shapeSet {
 // improveFrontier of them, those that buy the group's demand cheapest first.
 func (s *solver) frontier(g improveGroup, shapes []*shapeSet) []slot {
 	pool := g.pool
-	var demand vec
-	for _, sh := range shapes {
-		for range sh.left {
-			demand = demand.add(sh.req)
-		}
-	}
 	type scored struct {
 		at  slot
 		ppu float64
 	}
-	var out []scored
+	var res []slot
+	seen := map[slot]bool{}
+	perZone := max(improveFrontier/len(g.zones), 12)
 	for _, z := range g.zones {
+		// The zone's demand: its pinned pods and the free ones.
+		var demand vec
+		for _, sh := range shapes {
+			if sh.zone < 0 || sh.zone == z {
+				for range sh.left {
+					demand = demand.add(sh.req)
+				}
+			}
+		}
 		cs := pool.cands[z]
 		var kept []int
+		var out []scored
 		for i := range cs { // cheapest first
 			ok := false
 			for _, sh := range shapes {
-				if s.accepts(pool, slot{z, i}, sh.cls) && sh.req.fits(cs[i].avail) {
+				if sh.takes(s, pool, slot{z, i}) && sh.req.fits(cs[i].avail) {
 					ok = true
 					break
 				}
@@ -512,7 +602,7 @@ func (s *solver) frontier(g improveGroup, shapes []*shapeSet) []slot {
 				if cs[j].price <= cs[i].price && cs[i].avail.fits(cs[j].avail) {
 					same := true
 					for _, sh := range shapes {
-						if s.accepts(pool, slot{z, i}, sh.cls) && !s.accepts(pool, slot{z, j}, sh.cls) {
+						if sh.takes(s, pool, slot{z, i}) && !sh.takes(s, pool, slot{z, j}) {
 							same = false
 							break
 						}
@@ -530,35 +620,41 @@ func (s *solver) frontier(g improveGroup, shapes []*shapeSet) []slot {
 			// Price per unit of the demand vector: the demand's dominant share.
 			out = append(out, scored{slot{z, i}, cs[i].price * dominantShare(demand, cs[i].avail)})
 		}
-	}
-	// The cheapest for the whole demand, and for each shape the few cheapest for
-	// it alone: the CPU-bound pods' c types must be there for a mixed demand.
-	slices.SortStableFunc(out, func(a, b scored) int { return cmp.Compare(a.ppu, b.ppu) })
-	var res []slot
-	seen := map[slot]bool{}
-	for _, o := range out[:min(len(out), improveFrontier)] {
-		res = append(res, o.at)
-		seen[o.at] = true
-	}
-	// Shapes by the demand they carry: the few largest get their own types.
-	big := slices.Clone(shapes)
-	slices.SortStableFunc(big, func(a, b *shapeSet) int {
-		return cmp.Compare(float64(b.left)*dominantShare(b.req, demand), float64(a.left)*dominantShare(a.req, demand))
-	})
-	for _, sh := range big[:min(len(big), 8)] {
-		own := slices.Clone(out)
-		for k := range own {
-			c := &pool.cands[own[k].at.z][own[k].at.i]
-			own[k].ppu = math.Inf(1)
-			if s.accepts(pool, own[k].at, sh.cls) && sh.req.fits(c.avail) {
-				own[k].ppu = c.price * dominantShare(sh.req, c.avail)
-			}
-		}
-		slices.SortStableFunc(own, func(a, b scored) int { return cmp.Compare(a.ppu, b.ppu) })
-		for _, o := range own[:min(len(own), 3)] {
-			if !seen[o.at] && !math.IsInf(o.ppu, 1) {
+		// The cheapest for the zone's whole demand, and for each shape the few
+		// cheapest for it alone: the CPU-bound pods' c types must be there for a
+		// mixed demand.
+		slices.SortStableFunc(out, func(a, b scored) int { return cmp.Compare(a.ppu, b.ppu) })
+		for _, o := range out[:min(len(out), perZone)] {
+			if !seen[o.at] {
 				res = append(res, o.at)
 				seen[o.at] = true
+			}
+		}
+		// Shapes by the demand they carry: the few largest get their own types.
+		var big []*shapeSet
+		for _, sh := range shapes {
+			if sh.zone < 0 || sh.zone == z {
+				big = append(big, sh)
+			}
+		}
+		slices.SortStableFunc(big, func(a, b *shapeSet) int {
+			return cmp.Compare(float64(b.left)*dominantShare(b.req, demand), float64(a.left)*dominantShare(a.req, demand))
+		})
+		for _, sh := range big[:min(len(big), 8)] {
+			own := slices.Clone(out)
+			for k := range own {
+				c := &pool.cands[own[k].at.z][own[k].at.i]
+				own[k].ppu = math.Inf(1)
+				if sh.takes(s, pool, own[k].at) && sh.req.fits(c.avail) {
+					own[k].ppu = c.price * dominantShare(sh.req, c.avail)
+				}
+			}
+			slices.SortStableFunc(own, func(a, b scored) int { return cmp.Compare(a.ppu, b.ppu) })
+			for _, o := range own[:min(len(own), 3)] {
+				if !seen[o.at] && !math.IsInf(o.ppu, 1) {
+					res = append(res, o.at)
+					seen[o.at] = true
+				}
 			}
 		}
 	}

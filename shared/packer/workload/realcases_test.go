@@ -11,7 +11,9 @@ import (
 
 // The ordinary shapes on the embedded catalog: the plan is valid by the
 // independent checker, and the improvement phase brings it near the bound (the
-// first fill alone, m types for everything, was 1.13x on the real catalog).
+// first fill alone, m types for everything, was 1.13x on the real catalog; the
+// column-generation repack measured 1.003-1.014 here, 1.046 with zone spread
+// over both architectures).
 func TestOrdinaryShapesNearBound(t *testing.T) {
 	cat := catalog.Embedded()
 	for _, tc := range []struct {
@@ -36,8 +38,8 @@ func TestOrdinaryShapesNearBound(t *testing.T) {
 			bound, why := LowerBound(snap)
 			ratio := plan.TotalPricePerHour / bound
 			t.Logf("%d nodes, $%.4f/h, bound $%.4f/h (%s): %.3f", len(plan.NewNodes), plan.TotalPricePerHour, bound, why, ratio)
-			if ratio > 1.09 {
-				t.Errorf("cost / bound %.3f > 1.09", ratio)
+			if ratio > 1.05 {
+				t.Errorf("cost / bound %.3f > 1.05", ratio)
 			}
 		})
 	}
