@@ -164,6 +164,23 @@ func (s *solver) bestNew(p *podInfo, cls *podClass, a *attempt, zok uint64, rec 
 				continue
 			}
 			cs := pool.cands[z]
+			// Under a limit, an attempt that records nothing looks only at the
+			// candidates whose capacity the limit still allows (see capWindow).
+			if lo, hi, ids := s.capWindow(pool, z, p.req, vec{}); rec == nil && ids != nil && hi-lo < len(cs) {
+				first := -1
+				for _, id := range ids[lo:hi] {
+					i := int(id)
+					if (first < 0 || i < first) && bitSet(cp.bits[z], i) && p.req.fits(cs[i].avail) && s.limitOK(pool, cs[i].cap, true) &&
+						s.minValuesWith(pool, z, i, nil, p, cls, p.req) &&
+						(len(a.masks) == 0 || s.candOK(pool, z, i, cls, a)) && (len(p.ports) == 0 || !portsClash(p.ports, cs[i].dsPorts)) {
+						first = i
+					}
+				}
+				if first >= 0 && (cs[first].price < bestPrice || (cs[first].price == bestPrice && s.zoneNew[z] < s.zoneNew[bestZ])) {
+					bestZ, bestIdx, bestPrice = z, first, cs[first].price
+				}
+				continue
+			}
 			for i := range cs {
 				if !bitSet(cp.bits[z], i) {
 					continue

@@ -1,7 +1,9 @@
 package packer
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"github.com/google/btree"
 )
@@ -38,11 +40,17 @@ func (s *solver) tryPlace(p *podInfo, a attempt, rec *rejections) bool {
 		return true
 	}
 
-	// 2. Grow a planned node, or 3. open a new one: whichever costs less.
-	growNode, growIdx, growCost := s.bestGrowth(p, cls, &a, zok)
+	// 2. Grow a planned node, or 3. open a new one: whichever costs less. The
+	// new node's price is known first, so growths dearer than it are not
+	// searched for.
 	pool, z, idx, newCost := s.bestNew(p, cls, &a, zok, rec)
+	limit := math.Inf(1)
+	if pool != nil {
+		limit = newCost*(1+growTolerance) + priceEpsilon
+	}
+	growNode, growIdx, growCost := s.bestGrowth(p, cls, &a, zok, limit)
 	switch {
-	case growNode != nil && (pool == nil || growCost <= newCost*(1+growTolerance)+priceEpsilon):
+	case growNode != nil && (pool == nil || growCost <= limit):
 		s.assign(p, growNode, growIdx, cls, &a)
 	case pool != nil:
 		idx = s.openIdx(pool, z, idx, cls, p, &a)
@@ -91,7 +99,7 @@ func (s *solver) placeAmong(p *podInfo, cls *podClass, a *attempt, nodes []*node
 		if n.existing {
 			continue
 		}
-		if i := s.growIdx(n, p, cls, a); i >= 0 {
+		if i := s.growIdx(n, p, cls, a, math.Inf(1)); i >= 0 {
 			c := n.pool.cands[n.z][i].price - n.pool.cands[n.z][n.minIdx].price
 			if c < bestCost {
 				best, bestIdx, bestCost = n, i, c
@@ -215,8 +223,9 @@ func (s *solver) walkFit(t *btree.BTreeG[slackRef], p *podInfo, cls *podClass, a
 	return found, done
 }
 
-// bestGrowth finds the planned node that takes p for the smallest price increase.
-func (s *solver) bestGrowth(p *podInfo, cls *podClass, a *attempt, zok uint64) (*node, int, float64) {
+// bestGrowth finds the planned node that takes p for the smallest price
+// increase, among increases of at most limit.
+func (s *solver) bestGrowth(p *podInfo, cls *podClass, a *attempt, zok uint64, limit float64) (*node, int, float64) {
 	var best *node
 	bestIdx, bestCost := -1, math.Inf(1)
 	for _, key := range s.treeKeys {
@@ -229,7 +238,7 @@ func (s *solver) bestGrowth(p *podInfo, cls *podClass, a *attempt, zok uint64) (
 			seen++
 			n := r.n
 			if s.nodeAccepts(n, p, a) {
-				if i := s.growIdx(n, p, cls, a); i >= 0 {
+				if i := s.growIdx(n, p, cls, a, math.Min(limit, bestCost)); i >= 0 {
 					c := n.pool.cands[n.z][i].price - n.pool.cands[n.z][n.minIdx].price
 					if c < bestCost || (c == bestCost && best != nil && n.id < best.id) {
 						best, bestIdx, bestCost = n, i, c
@@ -244,8 +253,10 @@ func (s *solver) bestGrowth(p *podInfo, cls *podClass, a *attempt, zok uint64) (
 
 // growIdx is the cheapest candidate at or after the node's current one that is
 // compatible with everything on it and p, holds them all, lies where p's
-// topology admits it, and stays within the pool's limits; -1 when there is none.
-func (s *solver) growIdx(n *node, p *podInfo, cls *podClass, a *attempt) int {
+// topology admits it, and stays within the pool's limits; -1 when there is
+// none that adds at most maxCost to the node's price (candidates are ordered by
+// price, so the scan stops there).
+func (s *solver) growIdx(n *node, p *podInfo, cls *podClass, a *attempt, maxCost float64) int {
 	cp := cls.perPool[n.pool.idx]
 	if !cp.ok || !extraAgrees(n.extra, cp.extra) {
 		return -1
@@ -255,17 +266,81 @@ func (s *solver) growIdx(n *node, p *podInfo, cls *podClass, a *attempt) int {
 		return -1
 	}
 	cs := n.pool.cands[n.z]
-	bits := cp.bits[n.z]
-	for i := n.minIdx; i < len(cs); i++ {
-		if !bitSet(n.compat, i) || !bitSet(bits, i) || !need.fits(cs[i].avail) || len(a.masks) > 0 && !s.labelsOK(n, i, cls, a) ||
-			len(p.ports) > 0 && portsClash(p.ports, cs[i].dsPorts) || !s.minValuesWith(n.pool, n.z, i, n, p, cls, need) {
-			continue
+	// Under a binding limit most growths fail it: a candidate holds need only
+	// with at least that much capacity (allocatable never exceeds capacity),
+	// so when need is beyond the current capacity plus what the limit leaves,
+	// no candidate passes and the scan below is skipped.
+	pool := n.pool
+	for d := range need {
+		if pool.limited[d] && need[d] > cs[n.minIdx].cap[d]+pool.limit[d]-pool.used[d]-pool.reserved[d] {
+			return -1
 		}
-		if s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false) {
+	}
+	bits := cp.bits[n.z]
+	base := cs[n.minIdx].price
+	ok := func(i int) bool {
+		return bitSet(n.compat, i) && bitSet(bits, i) && need.fits(cs[i].avail) && (len(a.masks) == 0 || s.labelsOK(n, i, cls, a)) &&
+			(len(p.ports) == 0 || !portsClash(p.ports, cs[i].dsPorts)) && s.minValuesWith(n.pool, n.z, i, n, p, cls, need) &&
+			s.limitOK(n.pool, cs[i].cap.sub(cs[n.minIdx].cap), false)
+	}
+	// Under a limit, only candidates whose capacity in its first limited
+	// dimension lies between what need takes and what the limit leaves can
+	// pass; when they are fewer than the scan below would visit, look at just
+	// those (the cheapest that passes is the one with the lowest index).
+	if lo, hi, ids := s.capWindow(pool, n.z, need, cs[n.minIdx].cap); ids != nil && hi-lo < len(cs)-n.minIdx {
+		best := -1
+		for _, id := range ids[lo:hi] {
+			i := int(id)
+			if i >= n.minIdx && (best < 0 || i < best) && cs[i].price-base <= maxCost && ok(i) {
+				best = i
+			}
+		}
+		return best
+	}
+	for i := n.minIdx; i < len(cs); i++ {
+		if cs[i].price-base > maxCost {
+			break
+		}
+		if ok(i) {
 			return i
 		}
 	}
 	return -1
+}
+
+// capWindow returns the candidates of pool in zone z (indexes into byCap[z],
+// lo to hi) whose capacity in the pool's first limited dimension d lies
+// between need[d] (allocatable never exceeds capacity) and what the limit
+// leaves beyond base; ids nil when the pool limits nothing.
+func (s *solver) capWindow(pool *poolInfo, z int, need, base vec) (lo, hi int, ids []int32) {
+	d := -1
+	for i, l := range pool.limited {
+		if l {
+			d = i
+			break
+		}
+	}
+	if d < 0 {
+		return 0, 0, nil
+	}
+	if pool.byCap == nil {
+		pool.byCap = make([][]int32, len(pool.cands))
+	}
+	if pool.byCap[z] == nil {
+		cs := pool.cands[z]
+		ids := make([]int32, len(cs))
+		for i := range ids {
+			ids[i] = int32(i)
+		}
+		slices.SortStableFunc(ids, func(a, b int32) int { return cmp.Compare(cs[a].cap[d], cs[b].cap[d]) })
+		pool.byCap[z] = ids
+	}
+	ids = pool.byCap[z]
+	cs := pool.cands[z]
+	top := base[d] + pool.limit[d] - pool.used[d] - pool.reserved[d]
+	lo, _ = slices.BinarySearchFunc(ids, need[d], func(id int32, v int64) int { return cmp.Compare(cs[id].cap[d], v) })
+	hi, _ = slices.BinarySearchFunc(ids, top+1, func(id int32, v int64) int { return cmp.Compare(cs[id].cap[d], v) })
+	return lo, max(lo, hi), ids
 }
 
 // assign puts p on n, moving a planned node to candidate idx.

@@ -65,6 +65,9 @@ type poolInfo struct {
 	// newNode); limitOK counts it as used.
 	reserved vec
 	nodes    int64
+	// byCap lists each zone's candidate indexes by capacity in the first
+	// limited dimension (built on first use under a limit; see growIdx).
+	byCap    [][]int32
 	unusable string
 	overKey  string // its EC2NodeClass's overhead, keyed for Prepared.res
 	labelKey string // labels' key in Prepared.nodeLabels
