@@ -109,6 +109,19 @@ func BenchmarkSolvePreferences4000(b *testing.B) {
 	b.Fatal("no preferences case")
 }
 
+// BenchmarkSolveLimit300 is 300 of Karpenter's benchmark pods against a pool
+// whose cpu limit holds about half of them (workload.LimitSnapshot; issue 20:
+// at most 10 ms).
+func BenchmarkSolveLimit300(b *testing.B) {
+	for _, c := range benchCases(b) {
+		if c.Name == "limit-300" {
+			benchSolve(b, c.Name, c.Snapshot())
+			return
+		}
+	}
+	b.Fatal("no limit-300 case")
+}
+
 // BenchmarkSolveRealCatalog5000 is the mixed 5,000-pod workload on the real
 // us-east-1 catalog (1,345 types), read from ../shared/catalog/us-east-1.json next
 // to the repository or JOINER_REAL_CATALOG; skipped when absent.

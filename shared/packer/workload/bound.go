@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/gonum/optimize/convex/lp"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 	"github.com/joiner-autoscaler/joiner/shared/packer/check"
@@ -64,9 +65,34 @@ import (
 // (same pool, or both existing) is no dearer, has at least v's allocatable in every
 // dimension, is compatible with every pod class v is, and uses no more of a limited
 // pool resource. Replacing v by u in any solution keeps it feasible and no dearer.
+// Where pool limits cannot hold every pod, see LowerBoundPlaced.
 func LowerBound(snap *packer.Snapshot) (float64, string) {
 	b := newBoundBuilder(snap)
 	return b.solve()
+}
+
+// LowerBoundPlaced is LowerBound for the pods a plan placed: the snapshot
+// less the pods it left unschedulable (namespace/name keys). Where a NodePool's
+// limits leave no room for every pod, LowerBound's relaxation has no solution
+// (its dual is unbounded); this one always has, the plan itself, so it bounds
+// what placing those pods can cost. With none left out it is LowerBound.
+func LowerBoundPlaced(snap *packer.Snapshot, unschedulable []string) (float64, string) {
+	if len(unschedulable) == 0 {
+		return LowerBound(snap)
+	}
+	left := make(map[string]bool, len(unschedulable))
+	for _, k := range unschedulable {
+		left[k] = true
+	}
+	placed := *snap
+	placed.Pods = make([]*corev1.Pod, 0, len(snap.Pods))
+	for _, p := range snap.Pods {
+		if !left[facts.PodKey(p)] {
+			placed.Pods = append(placed.Pods, p)
+		}
+	}
+	b, why := LowerBound(&placed)
+	return b, fmt.Sprintf("the %d pods placed (%d left unschedulable): %s", len(placed.Pods), len(unschedulable), why)
 }
 
 var quiet = klog.Background()

@@ -59,6 +59,8 @@ func Cases() ([]Case, error) {
 		Snapshot: func() *packer.Snapshot { return KarpenterSnapshot(ScalePods, bench) }})
 	out = append(out, Case{Name: "preferences-4000", Pods: 4000, Catalog: bench, CatalogPath: benchPath,
 		Snapshot: func() *packer.Snapshot { return PreferenceSnapshot(4000, bench) }})
+	out = append(out, Case{Name: "limit-300", Pods: 300, Catalog: bench, CatalogPath: benchPath,
+		Snapshot: func() *packer.Snapshot { return LimitSnapshot(300, bench) }})
 	real, realPath, err := RealCatalog()
 	if err != nil {
 		return nil, err

@@ -163,3 +163,17 @@ func KarpenterSnapshot(count int, cat *catalog.Catalog) *packer.Snapshot {
 		Catalog:     cat,
 	}
 }
+
+// LimitCPU is the cpu limit of LimitSnapshot's pool: about half of what its
+// pods ask for, so the limit binds and the rest stay pending.
+const LimitCPU = "100"
+
+// LimitSnapshot is KarpenterPods(count) against a pool whose cpu limit
+// (LimitCPU) holds about half of them: the case where every pod the limit
+// refuses makes the engine look for room it may still buy (the issue measured
+// 300 such pods at ten times an unlimited solve of the same size).
+func LimitSnapshot(count int, cat *catalog.Catalog) *packer.Snapshot {
+	snap := KarpenterSnapshot(count, cat)
+	snap.NodePools[0].Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(LimitCPU)}
+	return snap
+}

@@ -338,3 +338,28 @@ func TestWriteYAMLExpandsToTheSamePods(t *testing.T) {
 		t.Logf("%d pods in %d documents", pending, docs)
 	}
 }
+
+// Under a binding limit LowerBound has no solution; the bound of the pods the
+// plan placed is finite, below the plan's cost, and above nothing.
+func TestLowerBoundPlacedUnderLimit(t *testing.T) {
+	cat, _, err := BenchCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := LimitSnapshot(300, cat)
+	plan := packer.Solve(snap, packer.Options{})
+	if len(plan.Unschedulable) == 0 {
+		t.Fatalf("the limit (%s cpu) does not bind: every pod placed", LimitCPU)
+	}
+	if b, why := LowerBound(snap); b > 0 {
+		t.Errorf("LowerBound = %.2f (%s), want no bound: the limit cannot hold every pod", b, why)
+	}
+	var left []string
+	for _, u := range plan.Unschedulable {
+		left = append(left, u.Pod)
+	}
+	b, why := LowerBoundPlaced(snap, left)
+	if !(b > 0) || b > plan.TotalPricePerHour*(1+1e-9) {
+		t.Errorf("LowerBoundPlaced = %.4f (%s), plan $%.4f/h", b, why, plan.TotalPricePerHour)
+	}
+}
