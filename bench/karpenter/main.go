@@ -127,8 +127,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "case %s (%d pods)\n", c.Name, c.Pods)
 		r := &row{c: c}
-		r.joiner = runJoiner(c, *runs)
-		k, err := runKarpenter(c, *runs)
+		// The input packbench plans: the case written as manifests and read
+		// back as joiner plan reads them (see workload.ReadYAML).
+		mk, done, err := readBack(c)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench-karpenter: %s: %v\n", c.Name, err)
+			return 1
+		}
+		r.joiner = runJoiner(mk, *runs)
+		k, err := runKarpenter(mk, *runs)
 		if err != nil {
 			r.karpNote = err.Error()
 			fmt.Fprintf(stderr, "  karpenter: %v\n", err)
@@ -136,12 +143,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		r.karp = k
 		// Each engine is judged against the bound of the pods it placed: the
 		// same bound unless a limit left pods pending.
-		r.joiner.bound, _ = workload.LowerBoundPlaced(c.Snapshot(), r.joiner.left)
+		r.joiner.bound, _ = workload.LowerBoundPlaced(mk(), r.joiner.left)
 		r.karp.bound = r.joiner.bound
 		if !slices.Equal(r.karp.left, r.joiner.left) {
-			r.karp.bound, _ = workload.LowerBoundPlaced(c.Snapshot(), r.karp.left)
+			r.karp.bound, _ = workload.LowerBoundPlaced(mk(), r.karp.left)
 		}
 		r.bound = r.joiner.bound
+		done()
 		rows = append(rows, r)
 	}
 	report(stdout, rows)
@@ -149,11 +157,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runJoiner(c workload.Case, runs int) side {
+// readBack writes the case's manifests once and returns a function reading
+// them back (a fresh snapshot per call) and one removing them.
+func readBack(c workload.Case) (func() *packer.Snapshot, func(), error) {
+	dir, err := os.MkdirTemp("", "bench-karpenter-")
+	if err != nil {
+		return nil, nil, err
+	}
+	done := func() { os.RemoveAll(dir) }
+	if _, err := workload.WriteYAML(dir, c.Snapshot()); err != nil {
+		done()
+		return nil, nil, err
+	}
+	if _, err := workload.ReadYAML(dir, c.Catalog); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return func() *packer.Snapshot {
+		snap, err := workload.ReadYAML(dir, c.Catalog)
+		if err != nil {
+			panic(err) // read once above
+		}
+		return snap
+	}, done, nil
+}
+
+func runJoiner(mk func() *packer.Snapshot, runs int) side {
 	var s side
 	times := make([]time.Duration, runs)
 	for i := range times {
-		snap := c.Snapshot()
+		snap := mk()
 		start := time.Now()
 		plan := packer.Solve(snap, packer.Options{})
 		times[i] = time.Since(start)
@@ -188,11 +221,11 @@ type karpInput struct {
 // runKarpenter schedules the case with Karpenter's scheduler as its
 // provisioner does each round: cluster state, topology, scheduler, Solve. All
 // of it is timed (the input translation is not).
-func runKarpenter(c workload.Case, runs int) (side, error) {
+func runKarpenter(mk func() *packer.Snapshot, runs int) (side, error) {
 	var s side
 	times := make([]time.Duration, runs)
 	for i := range times {
-		in, err := translate(c.Snapshot())
+		in, err := translate(mk())
 		if err != nil {
 			return s, err
 		}

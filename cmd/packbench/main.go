@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,9 +150,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		log.Info("case", "name", c.Name, "pods", c.Pods)
-		r := measure(c, *runs, log)
+		// Both figures are of one input: the manifests the process reads,
+		// decoded in-process as joiner plan does (pods renamed by their
+		// Deployments would otherwise break the engine's ties differently).
+		dir := filepath.Join(tmp, c.Name)
+		n, err := workload.WriteYAML(dir, c.Snapshot())
+		if err != nil {
+			log.Error("writing YAML", "case", c.Name, "err", err)
+			return 1
+		}
+		snap, err := workload.ReadYAML(dir, c.Catalog)
+		if err != nil {
+			log.Error("reading YAML back", "case", c.Name, "err", err)
+			return 1
+		}
+		r := measure(c, snap, *runs, log)
 		if bin != "" {
-			timeProcess(ctx, sp, r, bin, tmp, *runs, log)
+			timeProcess(ctx, sp, r, bin, dir, n, tmp, *runs, log)
 		} else if *process {
 			r.procErr = procNote // the build failed
 		}
@@ -197,9 +212,8 @@ func buildJoiner(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-func measure(c workload.Case, runs int, log *slog.Logger) *result {
+func measure(c workload.Case, snap *packer.Snapshot, runs int, log *slog.Logger) *result {
 	r := &result{c: c}
-	snap := c.Snapshot()
 	var plan *packer.Plan
 	r.peakHeap, r.baseHeap = workload.PeakHeap(func() { plan = packer.Solve(snap, packer.Options{}) })
 	r.nodes, r.unsched, r.cost = len(plan.NewNodes), len(plan.Unschedulable), plan.TotalPricePerHour
@@ -238,15 +252,10 @@ func median(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// timeProcess writes the case as YAML and times `joiner plan` on it, stdout to
-// /dev/null; one more run writes the JSON to check every pod is in it.
-func timeProcess(ctx context.Context, sp *spawnerClient, r *result, bin, tmp string, runs int, log *slog.Logger) {
-	dir := filepath.Join(tmp, r.c.Name)
-	n, err := workload.WriteYAML(dir, r.c.Snapshot())
-	if err != nil {
-		r.procErr = "writing YAML: " + err.Error()
-		return
-	}
+// timeProcess times `joiner plan` on the case's YAML in dir (n pods), stdout
+// to /dev/null; one more run writes the JSON to check every pod is in it and
+// that it is the plan measured in-process.
+func timeProcess(ctx context.Context, sp *spawnerClient, r *result, bin, dir string, n int, tmp string, runs int, log *slog.Logger) {
 	catPath := r.c.CatalogPath
 	if catPath == "" {
 		catPath = filepath.Join(tmp, "catalog-"+r.c.Name+".json")
@@ -294,6 +303,8 @@ func timeProcess(ctx context.Context, sp *spawnerClient, r *result, bin, tmp str
 	r.procCost = plan.TotalPricePerHour
 	if r.procPods != n {
 		r.procErr = fmt.Sprintf("joiner plan accounted for %d pods, the manifests hold %d", r.procPods, n)
+	} else if math.Abs(r.procCost-r.cost) > 1e-6 {
+		r.procErr = fmt.Sprintf("joiner plan's plan costs $%.4f/h, the in-process Solve of the same manifests $%.4f/h", r.procCost, r.cost)
 	}
 	log.Info("process", "case", r.c.Name, "wall", r.procTime.String(), "maxRSSKiB", r.procRSSKiB, "cost", r.procCost)
 }

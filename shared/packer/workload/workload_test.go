@@ -335,6 +335,27 @@ func TestWriteYAMLExpandsToTheSamePods(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "pools.yaml")); err != nil {
 			t.Error(err)
 		}
+		// ReadYAML decodes them as joiner plan does: the same pods' requests,
+		// the same pools, and a plan for every pod.
+		back, err := ReadYAML(dir, cat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(back.Pods) != len(snap.Pods) || len(back.NodePools) != len(snap.NodePools) || len(back.Nodes) != len(snap.Nodes) {
+			t.Errorf("read back %d pods, %d pools, %d nodes; wrote %d, %d, %d", len(back.Pods), len(back.NodePools), len(back.Nodes),
+				len(snap.Pods), len(snap.NodePools), len(snap.Nodes))
+		}
+		plan := packer.Solve(back, packer.Options{})
+		placed := len(plan.Unschedulable)
+		for _, nn := range plan.NewNodes {
+			placed += len(nn.Pods)
+		}
+		for _, e := range plan.ExistingNodes {
+			placed += len(e.Pods)
+		}
+		if placed != len(snap.Pods) {
+			t.Errorf("the plan of the read-back snapshot accounts for %d of %d pods", placed, len(snap.Pods))
+		}
 		t.Logf("%d pods in %d documents", pending, docs)
 	}
 }

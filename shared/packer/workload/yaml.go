@@ -14,6 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
+	"github.com/joiner-autoscaler/joiner/shared/manifest"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
 
@@ -76,6 +79,26 @@ func WriteYAML(dir string, snap *packer.Snapshot) (int, error) {
 		}
 	}
 	return expanded, nil
+}
+
+// ReadYAML is the snapshot `joiner plan -f DIR` plans from what WriteYAML wrote
+// in dir, on cat: the manifests decoded and assembled as joiner plan does
+// (every unbound pod pending). It is not snap itself: pods of a Deployment are
+// named after it, and pods without labels carry GroupLabel, so the engine's
+// tie-breaks by pod name may order them differently; packbench plans this
+// snapshot in-process so that its figures and the process's are of one input.
+func ReadYAML(dir string, cat *catalog.Catalog) (*packer.Snapshot, error) {
+	b, err := manifest.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(b.Problems) > 0 {
+		return nil, fmt.Errorf("%s: %s", dir, b.Problems[0].String())
+	}
+	unbound := func(p *corev1.Pod) bool { return p.Spec.NodeName == "" && !facts.IsTerminal(p) }
+	as, _, _ := packer.Assemble(b.Nodes, b.Pods, b.NodeClaims, unbound)
+	return &packer.Snapshot{Pods: as.Pods, Nodes: as.Nodes, InFlight: as.InFlight,
+		NodePools: b.NodePools, NodeClasses: b.NodeClasses, DaemonSets: b.DaemonSets, Catalog: cat}, nil
 }
 
 var indexSuffix = regexp.MustCompile(`-\d+$`)
