@@ -222,6 +222,7 @@ func (s *solver) repack(g improveGroup, budget *int) {
 	var bins []*bin
 	var after float64
 	var afterCap vec
+	byLP := false
 	if est := len(g.nodes) * len(front) * len(shapes) * min(len(shapes), 16); est <= *budget {
 		bins = s.greedyBins(pool, front, shapes, budget)
 		after, afterCap = s.shrinkBins(pool, bins)
@@ -235,7 +236,7 @@ func (s *solver) repack(g improveGroup, budget *int) {
 		}
 		if lp := s.colgen(pool, front, shapes, budget); lp != nil {
 			if c, cp := s.shrinkBins(pool, lp); bins == nil || c < after*(1-1e-9) {
-				bins, after, afterCap = lp, c, cp
+				bins, after, afterCap, byLP = lp, c, cp, true
 			}
 		}
 	}
@@ -244,6 +245,12 @@ func (s *solver) repack(g improveGroup, budget *int) {
 	}
 	if after >= before*(1-1e-6) {
 		return
+	}
+	how := "greedy fill (each node opened on the type whose price buys the most of the pods it takes, " +
+		"each pod valued at the price of its dominant resource on the type that holds it most cheaply per unit)"
+	if byLP {
+		how = "linear program (column generation over node patterns: which pods share a node of which type, each pattern " +
+			"worth more than its price at the program's dual prices per pod shape; the optimum rounded to whole nodes)"
 	}
 	// Limits: the new packing may use more of a limited resource, or more nodes.
 	for d := range afterCap {
@@ -262,7 +269,7 @@ func (s *solver) repack(g improveGroup, budget *int) {
 		}
 		was = append(was, pool.cands[n.z][i].it.Name)
 	}
-	s.applyRepack(g, bins, fmt.Sprintf("%d node(s) of the first fill (%s; $%.4f/h) repacked into %d ($%.4f/h)",
+	s.applyRepack(g, bins, how, fmt.Sprintf("%d node(s) of the first fill (%s; $%.4f/h) repacked into %d ($%.4f/h)",
 		len(g.nodes), summarize(was), before, len(bins), after))
 }
 
@@ -362,12 +369,38 @@ func (s *solver) whyType(n *node, c *cand) string {
 	if n.improvedFrom == "" {
 		return out + "; kept from the first fill"
 	}
-	return out + "; chosen by the improvement phase, which valued each pod at the price of its dominant resource and opened each node on the type buying the most of that per dollar: " + n.improvedFrom
+	return out + fmt.Sprintf("; the improvement phase put these pods (%s) together by its %s, then took the cheapest type of the zone that holds them; with the rest of its group it replaced %s",
+		podMix(n.pods), n.improvedHow, n.improvedFrom)
+}
+
+// podMix counts a node's pods by requests, most numerous first:
+// "12× 250m/512Mi, 3× 2/8Gi".
+func podMix(pods []*podInfo) string {
+	type k struct{ cpu, mem int64 }
+	counts := map[k]int{}
+	var order []k
+	for _, p := range pods {
+		key := k{p.req[dimCPU], p.req[dimMemory]}
+		if counts[key] == 0 {
+			order = append(order, key)
+		}
+		counts[key]++
+	}
+	slices.SortStableFunc(order, func(a, b k) int { return cmp.Compare(counts[b], counts[a]) })
+	parts := make([]string, 0, len(order))
+	for _, key := range order[:min(len(order), 6)] {
+		parts = append(parts, fmt.Sprintf("%d× %s/%s", counts[key], formatQuantity("cpu", key.cpu), formatQuantity("memory", key.mem)))
+	}
+	if len(order) > 6 {
+		parts = append(parts, fmt.Sprintf("%d more shape(s)", len(order)-6))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // applyRepack moves the group's pods into the new packing, reusing the group's
-// nodes (a node changing zone keeps nothing zonal: its pods carry no topology).
-func (s *solver) applyRepack(g improveGroup, bins []*bin, why string) {
+// nodes (a node changing zone keeps nothing zonal: its pods carry no topology);
+// how names the packing that won, why what it replaced.
+func (s *solver) applyRepack(g improveGroup, bins []*bin, how, why string) {
 	pool := g.pool
 	targets := make([]*node, len(bins))
 	for i, b := range bins {
@@ -403,7 +436,7 @@ func (s *solver) applyRepack(g improveGroup, bins []*bin, why string) {
 		s.zoneNew[n.z]--
 	}
 	for _, n := range targets {
-		n.improvedFrom = why
+		n.improvedFrom, n.improvedHow = why, how
 		n.compat = allCompat(len(n.compat))
 		s.refreshCompat(n)
 	}

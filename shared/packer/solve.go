@@ -105,6 +105,8 @@ type node struct {
 	// improvedFrom says what the improvement phase replaced ("" when it did not
 	// touch the node); see improve.go.
 	improvedFrom string
+	// improvedHow names the packing that chose the node (greedy or LP).
+	improvedHow string
 }
 
 // slackRef orders nodes by free memory, then cpu: a best-fit index.
