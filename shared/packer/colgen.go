@@ -201,14 +201,7 @@ func (s *solver) takePattern(pool *poolInfo, p *pattern, shapes []*shapeSet, nee
 			b.pods = append(b.pods, sh.pods[len(sh.pods)-1-taken[k]-j])
 			b.used = b.used.add(sh.req)
 		}
-		if ex := sh.cls.perPool[pool.idx].extra; len(ex) > 0 {
-			if b.extra == nil {
-				b.extra = map[string]string{}
-			}
-			for key, v := range ex {
-				b.extra[key] = v
-			}
-		}
+		b.addExtra(sh.cls.perPool[pool.idx].extra)
 		need[k] -= n
 		taken[k] += n
 	}
@@ -650,24 +643,35 @@ func (s *solver) polish(pool *poolInfo, bins []*bin, budget *int) []*bin {
 			o := dest[i]
 			o.pods = append(o.pods, p)
 			o.used = o.used.add(p.req)
-			if ex := p.cls.perPool[pool.idx].extra; len(ex) > 0 {
-				if o.extra == nil {
-					o.extra = map[string]string{}
-				}
-				for k, v := range ex {
-					o.extra[k] = v
-				}
-			}
+			o.addExtra(p.cls.perPool[pool.idx].extra)
 		}
 		gone[b] = true
 	}
+	return s.mergePairs(pool, without(bins, gone), budget)
+}
+
+// addExtra adds the custom labels a pod's class asks its node to carry.
+func (b *bin) addExtra(ex map[string]string) {
+	if len(ex) == 0 {
+		return
+	}
+	if b.extra == nil {
+		b.extra = map[string]string{}
+	}
+	for k, v := range ex {
+		b.extra[k] = v
+	}
+}
+
+// without is bins less those gone, in order (in place).
+func without(bins []*bin, gone map[*bin]bool) []*bin {
 	out := bins[:0]
 	for _, b := range bins {
 		if !gone[b] {
 			out = append(out, b)
 		}
 	}
-	return s.mergePairs(pool, out, budget)
+	return out
 }
 
 // mergePairs merges two bins of a zone into one node when the cheapest type
@@ -698,22 +702,11 @@ func (s *solver) mergePairs(pool *poolInfo, bins []*bin, budget *int) []*bin {
 				continue
 			}
 			a.pods, a.used, a.at.i = both, a.used.add(b.used), j
-			for k, v := range b.extra {
-				if a.extra == nil {
-					a.extra = map[string]string{}
-				}
-				a.extra[k] = v
-			}
+			a.addExtra(b.extra)
 			gone[b] = true
 		}
 	}
-	out := bins[:0]
-	for _, b := range bins {
-		if !gone[b] {
-			out = append(out, b)
-		}
-	}
-	return out
+	return without(bins, gone)
 }
 
 // zoneFree reports whether a pod may change zones in a repack: it carries no

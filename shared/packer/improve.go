@@ -478,14 +478,7 @@ func (s *solver) fill(pool *poolInfo, at slot, shapes []*shapeSet, take bool, bu
 			room = room.sub(sh.req)
 			b.used = b.used.add(sh.req)
 		}
-		if len(sh.cls.perPool[pool.idx].extra) > 0 {
-			if b.extra == nil {
-				b.extra = map[string]string{}
-			}
-			for k, v := range sh.cls.perPool[pool.idx].extra {
-				b.extra[k] = v
-			}
-		}
+		b.addExtra(sh.cls.perPool[pool.idx].extra)
 		start := sh.left - taken[best] - n
 		for j := start; j < sh.left-taken[best]; j++ {
 			b.pods = append(b.pods, sh.pods[j])

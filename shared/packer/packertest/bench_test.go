@@ -97,30 +97,25 @@ func BenchmarkSolve(b *testing.B) {
 	}
 }
 
-// BenchmarkSolvePreferences4000 is 4,000 pods shaped by preferred node affinity and
-// ScheduleAnyway spread (workload.PreferencePods).
-func BenchmarkSolvePreferences4000(b *testing.B) {
+// benchCase benchmarks Solve on the case named name.
+func benchCase(b *testing.B, name string) {
 	for _, c := range benchCases(b) {
-		if c.Name == "preferences-4000" {
+		if c.Name == name {
 			benchSolve(b, c.Name, c.Snapshot())
 			return
 		}
 	}
-	b.Fatal("no preferences case")
+	b.Fatal("no " + name + " case")
 }
+
+// BenchmarkSolvePreferences4000 is 4,000 pods shaped by preferred node affinity and
+// ScheduleAnyway spread (workload.PreferencePods).
+func BenchmarkSolvePreferences4000(b *testing.B) { benchCase(b, "preferences-4000") }
 
 // BenchmarkSolveLimit300 is 300 of Karpenter's benchmark pods against a pool
 // whose cpu limit holds about half of them (workload.LimitSnapshot; issue 20:
 // at most 10 ms).
-func BenchmarkSolveLimit300(b *testing.B) {
-	for _, c := range benchCases(b) {
-		if c.Name == "limit-300" {
-			benchSolve(b, c.Name, c.Snapshot())
-			return
-		}
-	}
-	b.Fatal("no limit-300 case")
-}
+func BenchmarkSolveLimit300(b *testing.B) { benchCase(b, "limit-300") }
 
 // BenchmarkSolveRealCatalog5000 is the mixed 5,000-pod workload on the real
 // us-east-1 catalog (1,345 types), read from ../shared/catalog/us-east-1.json next
