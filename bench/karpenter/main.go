@@ -267,14 +267,12 @@ func testContext() context.Context {
 	return options.ToContext(injection.WithControllerName(context.Background(), "provisioner"), test.Options())
 }
 
-// claimPrice is the cheapest available offering of the claim's options that
-// its requirements (zone, capacity type) allow.
+// claimPrice is the cheapest available offering of the claim's options (which
+// the scheduler keeps compatible with it) that its requirements (zone,
+// capacity type) allow.
 func claimPrice(nc *scheduling.NodeClaim) (float64, bool) {
 	best, ok := 0.0, false
 	for _, it := range nc.InstanceTypeOptions {
-		if !nc.Requirements.IsCompatible(it.Requirements, karpscheduling.AllowUndefinedWellKnownLabels) {
-			continue
-		}
 		of := it.Offerings.Available().Compatible(nc.Requirements)
 		if len(of) == 0 {
 			continue

@@ -62,7 +62,8 @@ func TestTranslateAndSchedule(t *testing.T) {
 	for _, nc := range res.NewNodeClaims {
 		placed += len(nc.Pods)
 		if _, ok := claimPrice(nc); !ok {
-			t.Errorf("a NodeClaim has no priced offering")
+			t.Errorf("a NodeClaim has no priced offering: %d options, requirements %s", len(nc.InstanceTypeOptions), nc.Requirements)
+			break
 		}
 	}
 	if placed != len(snap.Pods) || len(res.PodErrors) != 0 {
