@@ -8,18 +8,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/joiner-autoscaler/joiner/functions/internal/lambdatest"
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
@@ -52,8 +49,9 @@ var (
 	rieErr   error
 	binDir   string
 
-	buildOnce sync.Once
-	buildErr  error
+	buildOnce  sync.Once
+	buildErr   error
+	bootstraps map[string]string
 
 	worldOnce sync.Once
 	theWorld  *world
@@ -70,7 +68,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "rietest:", err)
 		return 1
 	}
-	riePath, rieErr = installRIE()
+	riePath, rieErr = lambdatest.InstallRIE(repoRoot)
 	if binDir, err = os.MkdirTemp("", "rietest-"); err != nil {
 		fmt.Fprintln(os.Stderr, "rietest:", err)
 		return 1
@@ -85,40 +83,11 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// installRIE runs scripts/rie.sh (a no-op once the emulator is cached) and returns
-// the path it prints.
-func installRIE() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot, "scripts", "rie.sh"))
-	cmd.Dir = repoRoot
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("scripts/rie.sh: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Fields(strings.TrimSpace(stdout.String()))
-	if len(lines) == 0 {
-		return "", fmt.Errorf("scripts/rie.sh printed no path\n%s", stderr.String())
-	}
-	path := lines[len(lines)-1]
-	if st, err := os.Stat(path); err != nil || st.Mode()&0o111 == 0 {
-		return "", fmt.Errorf("scripts/rie.sh printed %q, which is not an executable", path)
-	}
-	return path, nil
-}
-
 // needRIE fails the test in CI and skips it elsewhere when the emulator could not
 // be installed (no module proxy, no Go toolchain).
 func needRIE(t *testing.T) {
 	t.Helper()
-	if rieErr == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" || os.Getenv("JOINER_REQUIRE_REAL_PARTS") == "1" {
-		t.Fatalf("Lambda Runtime Interface Emulator unavailable: %v", rieErr)
-	}
-	t.Skipf("Lambda Runtime Interface Emulator unavailable (run `bash scripts/rie.sh`): %v", rieErr)
+	lambdatest.RequireRIE(t, rieErr)
 }
 
 // bootstrap builds the three functions once, as `make functions` does but for the
@@ -126,37 +95,16 @@ func needRIE(t *testing.T) {
 func bootstrap(t testing.TB, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		out := filepath.Join(binDir, "out") + string(filepath.Separator)
-		args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out}
-		for _, fn := range []string{handlers.Provisioner, handlers.Interruption, handlers.Consolidator} {
-			args = append(args, "./functions/"+fn)
-		}
 		start := time.Now()
-		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = repoRoot
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
-			return
+		pkgs := []string{"./functions/" + handlers.Provisioner, "./functions/" + handlers.Interruption, "./functions/" + handlers.Consolidator}
+		if bootstraps, buildErr = lambdatest.Build(repoRoot, binDir, pkgs...); buildErr == nil {
+			t.Logf("built 3 bootstraps (%s/%s, lambda.norpc, stripped, CGO_ENABLED=0) in %v", runtime.GOOS, runtime.GOARCH, time.Since(start).Round(time.Millisecond))
 		}
-		for _, fn := range []string{handlers.Provisioner, handlers.Interruption, handlers.Consolidator} {
-			if err := os.MkdirAll(filepath.Join(binDir, fn), 0o755); err != nil {
-				buildErr = err
-				return
-			}
-			if err := os.Rename(filepath.Join(out, fn), filepath.Join(binDir, fn, "bootstrap")); err != nil {
-				buildErr = err
-				return
-			}
-		}
-		t.Logf("built 3 bootstraps (%s/%s, lambda.norpc, stripped, CGO_ENABLED=0) in %v", runtime.GOOS, runtime.GOARCH, time.Since(start).Round(time.Millisecond))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return filepath.Join(binDir, name, "bootstrap")
+	return bootstraps[name]
 }
 
 // world is the cluster (a real API server) and the AWS account (the wire-level
@@ -248,65 +196,27 @@ func (w *world) mutatingCalls(from int) []string {
 	return out
 }
 
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *lockedBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
-}
-
 // emulator is one function's bootstrap running under aws-lambda-rie.
 type emulator struct {
-	name           string
-	url            string
-	stdout, stderr *lockedBuffer
-	listenAfter    time.Duration
+	*lambdatest.Emulator
+	name string
 	// logLines counts the function's log lines checked so far.
 	logLines int
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// response is one invocation as the caller of the emulator sees it.
+type response = lambdatest.Response
 
-// startEmulator runs name's bootstrap under the emulator on free loopback ports with
-// the environment the CDK stack gives the function, pointed at the test cluster and
-// the simulator, less the variables named in unset, and stops it (and the bootstrap)
-// when the test ends.
+// startEmulator runs name's bootstrap under the emulator with the environment the
+// CDK stack gives the function, pointed at the test cluster and the simulator, less
+// the variables named in unset.
 func startEmulator(t *testing.T, w *world, name string, unset ...string) *emulator {
 	t.Helper()
 	needRIE(t)
 	boot := bootstrap(t, name)
-	home := t.TempDir()
-	api, rapi := freePort(t), freePort(t)
-	cmd := exec.Command(riePath, "--runtime-interface-emulator-address", api, "--runtime-api-address", rapi, boot)
-	cmd.Dir = home
-	cmd.Env = []string{
+	dir := t.TempDir()
+	env := []string{
 		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + home,
 		handlers.EnvClusterName + "=" + clusterName,
 		handlers.EnvRegion + "=" + awssim.DefaultRegion,
 		"JOINER_CLUSTER_ACCESS=kubeconfig",
@@ -315,96 +225,25 @@ func startEmulator(t *testing.T, w *world, name string, unset ...string) *emulat
 		"AWS_ACCESS_KEY_ID=AKIDRIETEST",
 		"AWS_SECRET_ACCESS_KEY=rietest-secret",
 		// Nothing from the developer's AWS setup may leak in.
-		"AWS_CONFIG_FILE=" + filepath.Join(home, "no-aws-config"),
-		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "no-aws-credentials"),
+		"AWS_CONFIG_FILE=" + filepath.Join(dir, "no-aws-config"),
+		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(dir, "no-aws-credentials"),
 		"AWS_EC2_METADATA_DISABLED=true",
 		"AWS_LAMBDA_FUNCTION_TIMEOUT=60",
 		"AWS_LAMBDA_FUNCTION_NAME=joiner-" + name,
 	}
-	cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool {
+	env = slices.DeleteFunc(env, func(kv string) bool {
 		return slices.Contains(unset, kv[:strings.IndexByte(kv, '=')])
 	})
-	e := &emulator{name: name, url: "http://" + api + invokePath, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
-	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
-	// Its own process group, so stopping it also stops the bootstrap it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("%s emulator stdout:\n%s\nstderr:\n%s", name, e.stdout, e.stderr)
-		}
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", api, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("emulator exited before listening: %v\nstdout:\n%s\nstderr:\n%s", err, e.stdout, e.stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("emulator not listening on %s after 15s\nstderr:\n%s", api, e.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	e.listenAfter = time.Since(start)
-	return e
-}
-
-// response is one invocation as the caller of the emulator sees it.
-type response struct {
-	status  int
-	body    []byte
-	elapsed time.Duration
-	// logFrom is where this invocation's output starts in the emulator's stdout.
-	logFrom int
+	return &emulator{Emulator: lambdatest.StartEmulator(t, riePath, name, boot, env), name: name}
 }
 
 func (e *emulator) post(t *testing.T, body []byte) response {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := response{logFrom: e.stdout.Len()}
-	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", e.url, err)
-	}
-	defer resp.Body.Close()
-	r.body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	r.elapsed = time.Since(start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.status = resp.StatusCode
-	return r
+	return e.Post(t, body, 90*time.Second)
 }
 
 // lambdaError is the body the runtime returns for a handler error.
-type lambdaError struct {
-	ErrorMessage string `json:"errorMessage"`
-	ErrorType    string `json:"errorType"`
-}
+type lambdaError = lambdatest.Error
 
 // invokeEvent posts events/<file> and checks the answer is a decision summary of
 // this function for the event's kind, with no errors, logged as a "decision" line.
@@ -421,24 +260,24 @@ func (e *emulator) invokeEvent(t *testing.T, file, wantKind string) (handlers.Su
 		t.Fatalf("%s: %v", file, err)
 	}
 	r := e.post(t, raw)
-	if r.status != http.StatusOK {
-		t.Fatalf("%s: HTTP %d: %s", file, r.status, r.body)
+	if r.Status != http.StatusOK {
+		t.Fatalf("%s: HTTP %d: %s", file, r.Status, r.Body)
 	}
 	var le lambdaError
-	if err := json.Unmarshal(r.body, &le); err != nil {
-		t.Fatalf("%s: response is not JSON (%v): %s", file, err, r.body)
+	if err := json.Unmarshal(r.Body, &le); err != nil {
+		t.Fatalf("%s: response is not JSON (%v): %s", file, err, r.Body)
 	}
 	if le.ErrorMessage != "" || le.ErrorType != "" {
 		t.Fatalf("%s: handler error %s: %s", file, le.ErrorType, le.ErrorMessage)
 	}
 	var s handlers.Summary
-	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec := json.NewDecoder(bytes.NewReader(r.Body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		t.Fatalf("%s: response is not a decision summary (%v): %s", file, err, r.body)
+		t.Fatalf("%s: response is not a decision summary (%v): %s", file, err, r.Body)
 	}
 	if s.Function != e.name || s.Event != wantKind || s.EventID != env.ID || s.Action == "" || len(s.Errors) != 0 {
-		t.Fatalf("%s: summary %s, want function %q, event %q, id %q, an action and no errors", file, r.body, e.name, wantKind, env.ID)
+		t.Fatalf("%s: summary %s, want function %q, event %q, id %q, an action and no errors", file, r.Body, e.name, wantKind, env.ID)
 	}
 	e.checkLogs(t, r, env.ID)
 	return s, r
@@ -451,7 +290,7 @@ func (e *emulator) checkLogs(t *testing.T, r response, eventID string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		out := e.stdout.String()[r.logFrom:]
+		out := e.Stdout.String()[r.LogFrom:]
 		decision := false
 		lines := 0
 		var bad []string
@@ -499,16 +338,16 @@ func (e *emulator) checkLogs(t *testing.T, r response, eventID string) {
 func (e *emulator) checkMalformed(t *testing.T, repeatFile, wantKind string) {
 	t.Helper()
 	r := e.post(t, []byte(malformed))
-	if r.status != http.StatusOK {
-		t.Fatalf("malformed event: HTTP %d: %s", r.status, r.body)
+	if r.Status != http.StatusOK {
+		t.Fatalf("malformed event: HTTP %d: %s", r.Status, r.Body)
 	}
 	var le lambdaError
-	if err := json.Unmarshal(r.body, &le); err != nil {
-		t.Fatalf("malformed event: response is not JSON (%v): %s", err, r.body)
+	if err := json.Unmarshal(r.Body, &le); err != nil {
+		t.Fatalf("malformed event: response is not JSON (%v): %s", err, r.Body)
 	}
 	if !strings.HasPrefix(le.ErrorMessage, e.name+": ") || !strings.Contains(le.ErrorMessage, "invalid JSON") ||
 		le.ErrorType == "" || strings.HasPrefix(le.ErrorType, "Runtime.") {
-		t.Fatalf("malformed event: want an error body from the handler naming the invalid JSON, got %s", r.body)
+		t.Fatalf("malformed event: want an error body from the handler naming the invalid JSON, got %s", r.Body)
 	}
 	t.Logf("malformed event -> %s: %s", le.ErrorType, le.ErrorMessage)
 	s, _ := e.invokeEvent(t, repeatFile, wantKind)
@@ -532,12 +371,12 @@ func emulatorLine(line string) bool {
 func (e *emulator) logTiming(t *testing.T, cold, warm response) {
 	t.Helper()
 	t.Logf("%s: listening %v after start; cold invoke %.1f ms, warm invoke %.1f ms", e.name,
-		e.listenAfter.Round(time.Millisecond), ms(cold.elapsed), ms(warm.elapsed))
-	if m := initReport.FindStringSubmatch(e.stderr.String()); m != nil {
+		e.ListenAfter.Round(time.Millisecond), ms(cold.Elapsed), ms(warm.Elapsed))
+	if m := initReport.FindStringSubmatch(e.Stderr.String()); m != nil {
 		t.Logf("%s: emulator INIT REPORT %s ms (bootstrap start to its first /next)", e.name, strings.TrimRight(strings.TrimRight(m[1], "0"), "."))
 	}
 	t.Logf("%s: %d JSON log lines checked, each with a level", e.name, e.logLines)
-	if rep := reportLine(e.stdout.String()); rep != "" {
+	if rep := reportLine(e.Stdout.String()); rep != "" {
 		t.Logf("%s: emulator %s", e.name, rep)
 	}
 }
@@ -658,16 +497,16 @@ func TestMisconfiguredFunctionUnderRIE(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.post(t, raw)
-	if r.status == http.StatusOK && !bytes.Contains(r.body, []byte("errorMessage")) {
-		t.Fatalf("misconfigured function answered HTTP 200 without an error: %s", r.body)
+	if r.Status == http.StatusOK && !bytes.Contains(r.Body, []byte("errorMessage")) {
+		t.Fatalf("misconfigured function answered HTTP 200 without an error: %s", r.Body)
 	}
 	want := "invalid configuration: " + handlers.EnvClusterName + " is not set"
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(e.stdout.String(), want) {
+	for !strings.Contains(e.Stdout.String(), want) {
 		if time.Now().After(deadline) {
-			t.Fatalf("output does not name the missing variable (want %q):\n%s", want, e.stdout)
+			t.Fatalf("output does not name the missing variable (want %q):\n%s", want, e.Stdout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Logf("misconfigured: HTTP %d %q; logged %q", r.status, r.body, want)
+	t.Logf("misconfigured: HTTP %d %q; logged %q", r.Status, r.Body, want)
 }

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joiner-autoscaler/joiner/functions/internal/lambdatest"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
 )
 
@@ -110,7 +111,7 @@ func startOnce(tb testing.TB, boot string, env []string, api *runtimeAPI, stop f
 	defer cancel()
 	cmd := exec.CommandContext(ctx, boot)
 	cmd.Env = env
-	var stderr lockedBuffer
+	var stderr lambdatest.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

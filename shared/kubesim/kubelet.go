@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -81,50 +82,10 @@ func (c *Cluster) kubelet(ctx context.Context, r *Report) error {
 	return nil
 }
 
-// register creates the Node the kubelet of in would register: with a join (the
-// executed user data's), its name, provider ID, labels and taints; without, the
-// NodeClaim's labels and taints (unregistered first) as Joiner's user data passes
-// them, named after the instance. Either way the kubelet's own labels and the
-// instance type's capacity.
+// register creates the Node the kubelet of in would register (KubeletNode).
 func (c *Cluster) register(ctx context.Context, nc *karpenter.NodeClaim, in awssim.Instance, join *nodeboot.Join) (string, error) {
-	labels := map[string]string{}
-	name, providerID := in.ID, nc.Status.ProviderID
-	taints := bootstrap.NodeTaints(append(slices.Clone(nc.Spec.Taints), nc.Spec.StartupTaints...))
-	if join != nil {
-		maps.Copy(labels, join.Labels)
-		name, taints = join.NodeName, slices.Clone(join.Taints)
-		if join.ProviderID != "" { // else the cloud controller sets aws:///<zone>/<id>
-			providerID = join.ProviderID
-		}
-	} else {
-		maps.Copy(labels, nc.Labels)
-	}
-	labels[corev1.LabelHostname] = name
-	labels[corev1.LabelOSStable] = "linux"
-	labels[corev1.LabelInstanceTypeStable] = in.InstanceType
-	labels[corev1.LabelTopologyZone] = in.Zone
-	labels[corev1.LabelTopologyRegion] = strings.TrimRight(in.Zone, "abcdefghijklmnopqrstuvwxyz")
-	labels[karpenter.CapacityTypeLabelKey] = in.CapacityType
-	it, known := c.cfg.Catalog.Lookup(in.InstanceType)
-	if known {
-		labels[corev1.LabelArchStable] = it.Arch // the kubelet's own, from the machine
-	}
-	karpenter.SetDeprecatedLabels(labels)
-	capacity, alloc := nc.Status.Capacity, nc.Status.Allocatable
-	if len(alloc) == 0 && known {
-		capacity, alloc = catalog.CapacityFor(it, catalog.OverheadFor(nil)), catalog.Allocatable(it, catalog.OverheadFor(nil))
-	}
-	now := metav1.NewTime(c.cfg.Now())
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec:       corev1.NodeSpec{ProviderID: providerID, Taints: taints},
-		Status: corev1.NodeStatus{Capacity: capacity.DeepCopy(), Allocatable: alloc.DeepCopy(),
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-				LastHeartbeatTime: now, LastTransitionTime: now}}},
-	}
-	if _, ok := node.Status.Allocatable[corev1.ResourcePods]; !ok && node.Status.Allocatable != nil {
-		node.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("110")
-	}
+	node := KubeletNode(nc, in, join, c.cfg.Catalog, c.cfg.Now())
+	name := node.Name
 	out, err := c.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", errf(err, "register node %s", name)
@@ -251,4 +212,52 @@ func (c *Cluster) listNodeClaims(ctx context.Context) ([]*karpenter.NodeClaim, e
 	// replays of one scenario register (and then schedule onto) nodes in different orders.
 	slices.SortFunc(out, func(a, b *karpenter.NodeClaim) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// KubeletNode is the Node the kubelet of instance in registers for NodeClaim nc, as
+// Joiner's user data starts it: with a join (the executed user data's), its name,
+// provider ID, labels and taints; without, the NodeClaim's labels and taints
+// (unregistered first), named after the instance. Either way the kubelet's own
+// labels, the instance type's capacity (the NodeClaim's, else cat's) and a Ready
+// condition. Tests that play the kubelet beside a real API server create it too.
+func KubeletNode(nc *karpenter.NodeClaim, in awssim.Instance, join *nodeboot.Join, cat *catalog.Catalog, now time.Time) *corev1.Node {
+	labels := map[string]string{}
+	name, providerID := in.ID, nc.Status.ProviderID
+	taints := bootstrap.NodeTaints(append(slices.Clone(nc.Spec.Taints), nc.Spec.StartupTaints...))
+	if join != nil {
+		maps.Copy(labels, join.Labels)
+		name, taints = join.NodeName, slices.Clone(join.Taints)
+		if join.ProviderID != "" { // else the cloud controller sets aws:///<zone>/<id>
+			providerID = join.ProviderID
+		}
+	} else {
+		maps.Copy(labels, nc.Labels)
+	}
+	labels[corev1.LabelHostname] = name
+	labels[corev1.LabelOSStable] = "linux"
+	labels[corev1.LabelInstanceTypeStable] = in.InstanceType
+	labels[corev1.LabelTopologyZone] = in.Zone
+	labels[corev1.LabelTopologyRegion] = strings.TrimRight(in.Zone, "abcdefghijklmnopqrstuvwxyz")
+	labels[karpenter.CapacityTypeLabelKey] = in.CapacityType
+	it, known := cat.Lookup(in.InstanceType)
+	if known {
+		labels[corev1.LabelArchStable] = it.Arch // the kubelet's own, from the machine
+	}
+	karpenter.SetDeprecatedLabels(labels)
+	capacity, alloc := nc.Status.Capacity, nc.Status.Allocatable
+	if len(alloc) == 0 && known {
+		capacity, alloc = catalog.CapacityFor(it, catalog.OverheadFor(nil)), catalog.Allocatable(it, catalog.OverheadFor(nil))
+	}
+	ts := metav1.NewTime(now)
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{ProviderID: providerID, Taints: taints},
+		Status: corev1.NodeStatus{Capacity: capacity.DeepCopy(), Allocatable: alloc.DeepCopy(),
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				LastHeartbeatTime: ts, LastTransitionTime: ts}}},
+	}
+	if _, ok := node.Status.Allocatable[corev1.ResourcePods]; !ok && node.Status.Allocatable != nil {
+		node.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("110")
+	}
+	return node
 }
