@@ -25,12 +25,17 @@ are assumed roles (the credentials a Lambda function or an IRSA pod gets):
     action, so a new call cannot pass unchecked;
   * an unsigned AssumeRoleWithWebIdentity is checked as AWS does: the token's issuer
     must be an OIDC provider registered in moto with the token's audience, and the
-    role's trust policy must allow the provider with the token's sub and aud.
-    The token's signature is not verified (moto has no key discovery).
+    role's trust policy must allow the provider with the token's sub and aud (its
+    conditions on the provider's keys are evaluated here: iam-simulate ignores
+    condition keys it does not know, which would let any sub through). The
+    token's signature is not verified (moto has no key discovery).
 
-IAM users (the test harness's administrator) keep moto's own evaluation. Two moto gaps
-outside IAM are bridged too: a rule's Lambda target (see "EventBridge targets" below)
-and AWS's public parameters moto does not ship (see "Public parameters").
+IAM users (the test harness's administrator) keep moto's own evaluation. Four moto
+gaps outside IAM are bridged too: a rule's Lambda target (see "EventBridge targets"
+below), AWS's public parameters moto does not ship (see "Public parameters"),
+CreateFleet's instances lacking their launch template's instance profile (see
+"CreateFleet's instance profile") and TestEventPattern, which moto leaves empty (see
+"TestEventPattern").
 
 Every decision is appended to $MOTO_IAM_LOG (JSON lines) when set: the tests read it to
 show which calls the deployed roles made and why a refused call was refused.
@@ -40,8 +45,10 @@ binary, $JOINER_NODE or `node` on PATH, are needed for the evaluator.)
 """
 
 import base64
+import fnmatch
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -51,9 +58,12 @@ from typing import Any
 from moto import server, settings
 from moto.core import authorization
 from moto.core.exceptions import JsonRESTError, _RESTError
+from moto.core.utils import iso_8601_datetime_without_milliseconds, utcfromtimestamp
 from moto.ec2.models import ec2_backends
+from moto.ec2.models.fleets import FleetsBackend
 from moto.events import models as events_models
 from moto.events.models import events_backends
+from moto.events.responses import EventsHandler
 from moto.iam import access_control
 from moto.iam.models import iam_backends
 from moto.secretsmanager.models import secretsmanager_backends
@@ -432,9 +442,14 @@ def events_checks(req: Request) -> None:
             bus_name = bus_name.split("/", 1)[1]
         bus = be.event_buses.get(bus_name)
         policy = json.loads(bus.policy) if bus is not None and bus.policy else None
-        req.check("events:PutEvents", req.arn("events", f"event-bus/{bus_name}"),
-                  {"events:source": entry.get("Source", ""), "events:detail-type": entry.get("DetailType", "")},
-                  resource_policy=policy)
+        # Both keys are multivalued (ArrayOfString in AWS's service reference): one
+        # value per entry; a missing one is absent, so Null conditions see it.
+        ctx = {}
+        if entry.get("Source"):
+            ctx["events:source"] = [entry["Source"]]
+        if entry.get("DetailType"):
+            ctx["events:detail-type"] = [entry["DetailType"]]
+        req.check("events:PutEvents", req.arn("events", f"event-bus/{bus_name}"), ctx, resource_policy=policy)
 
 
 def eks_checks(req: Request) -> None:
@@ -443,6 +458,13 @@ def eks_checks(req: Request) -> None:
         req.check("eks:DescribeCluster", req.arn("eks", f"cluster/{path[1]}"))
         return
     raise Unmapped(f"eks:{req.name}")
+
+
+def profile_tags(ip: Any) -> dict[str, str]:
+    """An instance profile's tags: moto keeps them as the request's list of
+    {"Key", "Value"} (older versions as a dict of those by key)."""
+    tags = ip.tags.values() if isinstance(ip.tags, dict) else (ip.tags or [])
+    return {t["Key"]: t.get("Value", "") for t in tags}
 
 
 def iam_checks(req: Request) -> None:
@@ -456,7 +478,7 @@ def iam_checks(req: Request) -> None:
         pname = q.get("InstanceProfileName", "")
         try:
             ip = iam.get_instance_profile(pname)
-            arn, tags = ip.arn, {t["Key"]: t["Value"] for t in ip.tags.values()} if isinstance(ip.tags, dict) else {}
+            arn, tags = ip.arn, profile_tags(ip)
         except Exception:
             arn, tags = req.arn("iam", "instance-profile" + q.get("Path", "/") + pname), {}
         ctx = resource_tags(tags)
@@ -478,6 +500,14 @@ def iam_checks(req: Request) -> None:
     raise Unmapped(f"iam:{name}")
 
 
+def pricing_checks(req: Request) -> None:
+    # The Price List query API has no resource-level permissions.
+    if req.name in ("GetProducts", "DescribeServices", "GetAttributeValues"):
+        req.check("pricing:" + req.name, "*")
+        return
+    raise Unmapped(f"pricing:{req.name}")
+
+
 CHECKS = {
     "ec2": ec2_checks,
     "ssm": ssm_checks,
@@ -485,6 +515,7 @@ CHECKS = {
     "events": events_checks,
     "eks": eks_checks,
     "iam": iam_checks,
+    "pricing": pricing_checks,
 }
 
 
@@ -499,10 +530,18 @@ class UnauthorizedOperation(_RESTError):
 
 
 class AccessDeniedXML(_RESTError):
+    """IAM's and STS's error (the query protocol's ErrorResponse > Error, which the
+    SDKs decode; _RESTError's own body nests it in Errors as EC2 does)."""
+
     code = 403
 
     def __init__(self, message: str):
         super().__init__("AccessDenied", message)
+        from xml.sax.saxutils import escape
+
+        self.description = ('<?xml version="1.0" encoding="utf-8"?>\n<ErrorResponse><Error><Type>Sender</Type>'
+                            f"<Code>AccessDenied</Code><Message>{escape(message)}</Message></Error>"
+                            "<RequestId>moto-iam</RequestId></ErrorResponse>")
 
 
 class AccessDeniedJSON(JsonRESTError):
@@ -521,6 +560,22 @@ def refuse(service: str, message: str) -> Exception:
 
 
 # --- the hooks -------------------------------------------------------------------------
+
+# AWS's public SSM parameters belong to no account: arn:aws:ssm:<region>::parameter/aws/...
+# (the stack grants exactly that). iam-simulate's resource types require an account
+# in an SSM parameter ARN and refuse to evaluate such a request (no.resource.types).
+# Both the request's ARN and the policies' SSM ARNs without an account get the same
+# stand-in account, which no real ARN has, so matching is unchanged: a policy naming
+# the account-less ARN matches it, one naming an account's parameters does not.
+PUBLIC_PARAMETER = re.compile(r"^arn:aws[a-z-]*:ssm:[^:]*::parameter/")
+_ACCOUNTLESS_SSM = re.compile(r'(arn:aws[a-z-]*:ssm:[^:"]*)::parameter/')
+PUBLIC_STAND_IN = "000000000000"
+
+
+def public_parameter_stand_in(resource: str, policies: list[Any]) -> tuple[str, list[Any]]:
+    repl = r"\1:" + PUBLIC_STAND_IN + ":parameter/"
+    return _ACCOUNTLESS_SSM.sub(repl, resource), json.loads(_ACCOUNTLESS_SSM.sub(repl, json.dumps(policies)))
+
 
 _moto_check_action_permitted = access_control.IAMRequest.check_action_permitted
 
@@ -542,9 +597,12 @@ def check_action_permitted(self: Any, resource: str) -> None:
         policies = [access_control.IAMPolicy(p)._policy_json for p in key.collect_policies()]
         entry["checks"] = []
         for c in req.checks:
+            resource, identity = c["resource"], policies
+            if PUBLIC_PARAMETER.match(resource):
+                resource, identity = public_parameter_stand_in(resource, policies)
             result, detail = evaluate({
-                "principal": key.arn, "action": c["action"], "resource": c["resource"], "accountId": self.account_id,
-                "context": c["context"], "identityPolicies": policies, "resourcePolicy": c["resourcePolicy"],
+                "principal": key.arn, "action": c["action"], "resource": resource, "accountId": self.account_id,
+                "context": c["context"], "identityPolicies": identity, "resourcePolicy": c["resourcePolicy"],
             })
             entry["checks"].append({"action": c["action"], "resource": c["resource"], "context": c["context"], "result": result})
             if result != "Allowed":
@@ -591,14 +649,16 @@ def check_web_identity(self: Any) -> None:
             raise Refused({"action": "sts:AssumeRoleWithWebIdentity", "resource": role_arn}, "InvalidIdentityToken",
                           f"audience {aud} is not a client ID of {provider}")
         trust = json.loads(iam.get_role_by_arn(role_arn).assume_role_policy_document)
-        # iam-simulate only knows OIDC condition keys whose provider has no "/"; every
-        # IRSA issuer has a path. The same alias on both sides changes nothing.
-        alias = issuer.replace("/", ".")
-        trust = json.loads(json.dumps(trust).replace(issuer + ":", alias + ":"))
-        context = {alias + ":sub": claims.get("sub", ""), alias + ":aud": aud}
+        context = {issuer + ":sub": claims.get("sub", ""), issuer + ":aud": aud, issuer + ":amr": claims.get("amr", "")}
+        # iam-simulate ignores condition keys it does not know, and an OIDC
+        # provider's keys (<issuer>:sub, :aud) are such keys: it would drop them and
+        # judge the statement without them. They are evaluated here instead, and
+        # iam-simulate judges the rest of the trust policy (principal, action, any
+        # other condition).
+        trust = irsa_trust(trust, issuer, context)
         result, detail = evaluate({"principal": provider, "action": "sts:AssumeRoleWithWebIdentity", "resource": role_arn,
-                                   "accountId": account, "context": context, "identityPolicies": [], "resourcePolicy": trust})
-        entry.update(result=result, context={issuer + ":sub": claims.get("sub", ""), issuer + ":aud": aud})
+                                   "accountId": account, "context": {}, "identityPolicies": [], "resourcePolicy": trust})
+        entry.update(result=result, context=context)
         log(entry)
         if result != "Allowed":
             raise Refused({"action": "sts:AssumeRoleWithWebIdentity", "resource": role_arn}, result, detail)
@@ -611,6 +671,56 @@ def check_web_identity(self: Any) -> None:
         entry.update(result="InvalidIdentityToken", detail=str(e))
         log(entry)
         raise AccessDeniedXML(f"invalid web identity token: {e}")
+
+
+def _string_match(op: str, value: str, wants: Any) -> bool:
+    """One string condition operator on a single-valued key, as IAM evaluates it:
+    any of the listed values matches (Like: * and ? wildcards)."""
+    wants = wants if isinstance(wants, list) else [wants]
+    base = op.removesuffix("IfExists")
+    if base in ("StringEquals", "StringNotEquals"):
+        hit = any(value == w for w in wants)
+    elif base in ("StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase"):
+        hit = any(value.lower() == str(w).lower() for w in wants)
+    elif base in ("StringLike", "StringNotLike"):
+        hit = any(fnmatch.fnmatchcase(value, str(w).replace("[", "[[]")) for w in wants)
+    else:
+        raise Refused({"action": "sts:AssumeRoleWithWebIdentity", "resource": ""}, "Error",
+                      f"condition operator {op} on an OIDC provider key is not evaluated by moto_iam.py")
+    return not hit if "Not" in base else hit
+
+
+def irsa_trust(trust: dict[str, Any], issuer: str, context: dict[str, str]) -> dict[str, Any]:
+    """The trust policy with its conditions on the OIDC provider's keys
+    (<issuer>:sub, :aud, :amr) decided against the token's claims: a statement whose
+    such conditions all hold keeps the rest of its conditions; one where any fails
+    does not apply to this request and is left out."""
+    out = []
+    statements = trust.get("Statement", [])
+    for st in statements if isinstance(statements, list) else [statements]:
+        applies = True
+        rest: dict[str, Any] = {}
+        for op, kv in (st.get("Condition") or {}).items():
+            keep = {}
+            for key, wants in kv.items():
+                if not key.startswith(issuer + ":"):
+                    keep[key] = wants
+                    continue
+                if key not in context:
+                    raise Refused({"action": "sts:AssumeRoleWithWebIdentity", "resource": ""}, "Error",
+                                  f"trust condition key {key} is not one an OIDC provider supplies (sub, aud, amr)")
+                if not _string_match(op, context[key], wants):
+                    applies = False
+            if keep:
+                rest[op] = keep
+        if applies:
+            st = dict(st)
+            if rest:
+                st["Condition"] = rest
+            else:
+                st.pop("Condition", None)
+            out.append(st)
+    return dict(trust, Statement=out)
 
 
 def authenticate_and_authorize(self: Any, iam_request_cls: type, resource: str = "*") -> None:
@@ -639,9 +749,14 @@ def send_to_targets(self: Any, original_event: Any, transform_input: bool = True
     lambdas = [t for t in self.targets if t["Arn"].split(":")[2] == "lambda"]
     path = os.environ.get("MOTO_LAMBDA_DELIVERIES")
     if lambdas and path:
+        # As EventBridge delivers it (and moto formats it for an SQS target): the
+        # time in ISO 8601, without moto's internal ingestion-time.
+        delivered = {k: v for k, v in original_event.items() if k != "ingestion-time"}
+        if isinstance(delivered.get("time"), (int, float)):
+            delivered["time"] = iso_8601_datetime_without_milliseconds(utcfromtimestamp(float(delivered["time"])))
         with _deliveries_lock, open(path, "a", encoding="utf-8") as f:
             for t in lambdas:
-                f.write(json.dumps({"rule": self.name, "target": t["Arn"], "event": original_event}, default=str) + "\n")
+                f.write(json.dumps({"rule": self.name, "target": t["Arn"], "event": delivered}, default=str) + "\n")
     others = [t for t in self.targets if t not in lambdas]
     saved = self.targets
     try:
@@ -680,6 +795,62 @@ def check_loading_status(self: Any, key: str) -> None:
                 allowed_pattern=None, keyid=None, last_modified_date=ssm_models.utcnow(), version=1, data_type="aws:ec2:image"))
 
 
+# --- TestEventPattern -------------------------------------------------------------
+#
+# moto 5.2.1 routes TestEventPattern to an empty handler (the SDK cannot decode its
+# answer). It is answered here with moto's own pattern matcher, the one that decides
+# which rules' targets get a PutEvents entry, after the checks AWS documents: the
+# event must carry id, account, source, time, region and detail-type, and the
+# pattern must be valid JSON.
+
+_EVENT_FIELDS = ("id", "account", "source", "time", "region", "detail-type")
+
+
+def test_event_pattern(self: Any) -> Any:
+    try:
+        event = json.loads(self._get_param("Event") or "")
+    except ValueError as e:
+        return self.error("InvalidEventPatternException", f"Event is not valid JSON: {e}")
+    if not isinstance(event, dict):
+        return self.error("InvalidEventPatternException", "Event must be a JSON object")
+    missing = [f for f in _EVENT_FIELDS if f not in event]
+    if missing:
+        return self.error("InvalidEventPatternException", "Parameter(s) " + ", ".join(missing) + " must be specified.")
+    try:
+        pattern = events_models.EventPattern.load(self._get_param("EventPattern"))
+    except Exception as e:  # moto raises its own validation errors
+        return self.error("InvalidEventPatternException", f"Event pattern is not valid: {e}")
+    return json.dumps({"Result": bool(pattern.matches_event(event))}), self.response_headers
+
+
+# --- CreateFleet's instance profile ------------------------------------------------
+#
+# moto 5.2.1's CreateFleet launches its instances without the launch template's
+# IamInstanceProfile (RunInstances associates the one it is given): DescribeInstances
+# shows none, so a test could not tell a launch with Joiner's profile from one
+# without. Each fleet instance is associated with its launch spec's profile, as EC2
+# launches it.
+
+_moto_create_fleet = FleetsBackend.create_fleet
+
+
+def create_fleet(self: Any, *args: Any, **kwargs: Any) -> Any:
+    fleet = _moto_create_fleet(self, *args, **kwargs)
+    launched = [(i["instance"], i.get("launch_spec")) for i in fleet.on_demand_instances]
+    launched += [(r.instance, r.launch_spec) for r in fleet.spot_requests]
+    for instance, spec in launched:
+        profile = getattr(spec, "_iam_instance_profile_arn", None) if spec is not None else None
+        if isinstance(profile, str):
+            profile = {"Arn": profile}
+        if not profile or instance.id in self.iam_instance_profile_associations:
+            continue
+        self.associate_iam_instance_profile(instance_id=instance.id, iam_instance_profile_name=profile.get("Name"),
+                                            iam_instance_profile_arn=profile.get("Arn"))
+    return fleet
+
+
+FleetsBackend.create_fleet = create_fleet
+EventsHandler.test_event_pattern = test_event_pattern
 ssm_models.ParameterDict._check_loading_status = check_loading_status
 events_models.Rule.send_to_targets = send_to_targets
 access_control.IAMRequest.check_action_permitted = check_action_permitted
