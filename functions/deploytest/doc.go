@@ -1,0 +1,21 @@
+// Package deploytest is `cdk deploy` for real (issue 17): Joiner's example
+// self-managed stack deployed by the pinned CDK CLI into moto_server (an emulated
+// AWS account), and each deployed function run as Lambda would run it — the
+// bootstrap the stack uploaded, under the Lambda Runtime Interface Emulator, with the
+// environment read back by GetFunctionConfiguration and the credentials of its
+// deployed execution role (sts:AssumeRole on moto) — against a real kube-apiserver,
+// kube-scheduler and KWOK. The in-cluster forwarder runs beside them with IRSA
+// (sts:AssumeRoleWithWebIdentity of the deployed forwarder role with a token the API
+// server issued) and puts Pending Pods batches on the deployed bus.
+//
+// With moto's IAM enforcement on (shared/mototest StartWithIAM: resources and
+// conditions evaluated for assumed roles), the test plays a user's first hour
+// (pending pods, a NodeClaim, a spot instance with Joiner's instance profile, a spot
+// warning, the replacement and drain, a consolidation), checks that every call the
+// functions and the forwarder made was allowed and that calls outside the policies are
+// refused, tests the deployed rules' patterns against every sample in events/, then
+// runs `cdk destroy` (nothing of the stack may remain) and `joiner cleanup` (the
+// instances Joiner launched go, by tag).
+//
+// The package holds only tests; it is part of `make test`.
+package deploytest
