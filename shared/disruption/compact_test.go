@@ -63,7 +63,7 @@ func TestCompactViewBookkeeping(t *testing.T) {
 		pods = append(pods, appPod("filler", "1500m", "1Gi"))
 		c.managed("target", "default", "m5.xlarge", time.Hour, pods...)
 		c.managed("victim", "default", "m5.xlarge", time.Hour, appPod("mover", "1", "1Gi"))
-		c.snap.DaemonSets = []*appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"},
+		c.Snapshot.DaemonSets = []*appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"},
 			Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: ds.Spec}}}}
 		return c.input()
 	}

@@ -107,7 +107,7 @@ func TestDriftDoesNotStarveConsolidation(t *testing.T) {
 	c := deadlineCluster(t, 0)
 	// The drifted nodes are another pool's, whose pods select it, so the rollout
 	// does not fill the empty nodes.
-	c.snap.NodePools = append(c.snap.NodePools, testPool("legacy", whenEmpty, 0, m5, budgets(karpenter.Budget{Nodes: "100%"})))
+	c.Snapshot.NodePools = append(c.Snapshot.NodePools, testPool("legacy", whenEmpty, 0, m5, budgets(karpenter.Budget{Nodes: "100%"})))
 	for i := 0; i < 40; i++ {
 		name := fmt.Sprintf("old-%02d", i)
 		sel := selecting(karpenter.NodePoolLabelKey, "legacy")

@@ -162,9 +162,9 @@ func TestReplaceWithCheaperType(t *testing.T) {
 			}
 			// Every option the launch may fall back to keeps the promised saving.
 			limit := c.input().Options.withDefaults()
-			cur, _ := (&state{snap: c.snap}).offeringPrice(tc.node, zone, "on-demand")
+			cur, _ := (&state{snap: c.Snapshot}).offeringPrice(tc.node, zone, "on-demand")
 			for _, o := range r.Replacement.Options {
-				p, _ := (&state{snap: c.snap}).offeringPrice(o, zone, "on-demand")
+				p, _ := (&state{snap: c.Snapshot}).offeringPrice(o, zone, "on-demand")
 				if p > cur-max(limit.MinSavingsFraction*cur, limit.MinSavingsPerHour)+1e-9 {
 					t.Errorf("option %s at $%.4f/h breaks the saving floor for $%.4f/h", o, p, cur)
 				}
@@ -299,7 +299,7 @@ func TestPDBWithNoDisruptionsAllowedBlocks(t *testing.T) {
 		t.Fatalf("want half blocked naming default/db-pdb, got\n%s", dump(d))
 	}
 	// With one disruption allowed it goes.
-	c.pdbs[0].Status.DisruptionsAllowed = 1
+	c.PDBs[0].Status.DisruptionsAllowed = 1
 	if got := disruptions(c.decide()); !equalStrings(got, []string{"Delete/Underutilized/half"}) {
 		t.Fatalf("with the PDB allowing 1, want half deleted, got %v", got)
 	}
@@ -384,10 +384,10 @@ func TestDrift(t *testing.T) {
 			c.pool("default").Spec.Template.ObjectMeta.Labels = map[string]string{"example.com/team": "payments"}
 		}, want: []string{"Replace/Drifted/old"}, reason: "NodePool default template changed"},
 		{name: "image no longer selected", setup: func(c *cluster, nc *karpenter.NodeClaim) {
-			c.snap.NodeClasses[0].Status.AMIs = []karpenter.AMI{{ID: "ami-new"}}
+			c.Snapshot.NodeClasses[0].Status.AMIs = []karpenter.AMI{{ID: "ami-new"}}
 		}, want: []string{"Replace/Drifted/old"}, reason: "image ami-current"},
 		{name: "image still selected", setup: func(c *cluster, nc *karpenter.NodeClaim) {
-			c.snap.NodeClasses[0].Status.AMIs = []karpenter.AMI{{ID: "ami-new"}, {ID: "ami-current"}}
+			c.Snapshot.NodeClasses[0].Status.AMIs = []karpenter.AMI{{ID: "ami-new"}, {ID: "ami-current"}}
 		}},
 		{name: "requirement no longer satisfied", setup: func(c *cluster, nc *karpenter.NodeClaim) {
 			c.pool("default").Spec.Template.Spec.Requirements[0].Values = []string{"m5.large", "m5.2xlarge"}
@@ -429,7 +429,7 @@ func TestDriftedNodeWithRoomElsewhereIsDeleted(t *testing.T) {
 	c.managed("roomy", "default", "m5.2xlarge", time.Hour, appPod("r1", "1", "2Gi"))
 	_, nc := c.managed("old", "default", "m5.xlarge", time.Hour, appPod("o1", "1", "2Gi"))
 	nc.Status.ImageID = "ami-old"
-	c.snap.NodeClasses[0].Status.AMIs = []karpenter.AMI{{ID: "ami-current"}}
+	c.Snapshot.NodeClasses[0].Status.AMIs = []karpenter.AMI{{ID: "ami-current"}}
 	d := c.decide()
 	if got := disruptions(d); !equalStrings(got, []string{"Delete/Drifted/old"}) {
 		t.Fatalf("want old deleted as drifted, got %v\n%s", got, dump(d))
@@ -513,7 +513,7 @@ func TestPodThatWouldBeUnschedulableBlocksDelete(t *testing.T) {
 func TestPendingPodsDoNotGetWorse(t *testing.T) {
 	c := newCluster(t, testPool("default", whenEmpty, 0, []string{"m5.xlarge"}))
 	c.managed("spare", "default", "m5.xlarge", time.Hour)
-	c.snap.Pods = []*corev1.Pod{pendingPod("waiting", "2", "4Gi")}
+	c.Snapshot.Pods = []*corev1.Pod{pendingPod("waiting", "2", "4Gi")}
 	d := c.decide()
 	if got := disruptions(d); len(got) != 0 {
 		t.Fatalf("deleted the node the pending pod fits on: %v\n%s", got, dump(d))
@@ -522,7 +522,7 @@ func TestPendingPodsDoNotGetWorse(t *testing.T) {
 		t.Fatalf("want spare held for default/waiting, got\n%s", dump(d))
 	}
 	// Without the pending pod it goes.
-	c.snap.Pods = nil
+	c.Snapshot.Pods = nil
 	if got := disruptions(c.decide()); !equalStrings(got, []string{"Delete/Empty/spare"}) {
 		t.Fatalf("control: want spare deleted, got %v", got)
 	}
@@ -570,7 +570,7 @@ func TestDeterministic(t *testing.T) {
 				nc.Annotations = map[string]string{NodeClassHashAnnotation: "stale"}
 			}
 		}
-		c.snap.Pods = []*corev1.Pod{pendingPod("pending-1", "500m", "1Gi")}
+		c.Snapshot.Pods = []*corev1.Pod{pendingPod("pending-1", "500m", "1Gi")}
 		return c.input()
 	}
 	first := Decide(build())
@@ -591,8 +591,8 @@ func TestDeterministic(t *testing.T) {
 func TestBadInputIsExplained(t *testing.T) {
 	for name, in := range map[string]Input{
 		"no snapshot": {Now: now},
-		"no catalog":  {Now: now, Snapshot: newCluster(t).snap},
-		"no time":     {Snapshot: newCluster(t).snap},
+		"no catalog":  {Now: now, Snapshot: newCluster(t).Snapshot},
+		"no time":     {Snapshot: newCluster(t).Snapshot},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if name == "no catalog" {
@@ -666,7 +666,7 @@ func TestPDBAllowanceIsSharedWithinARound(t *testing.T) {
 		t.Fatalf("want one of x, y disrupted:\n%s", dump(d))
 	}
 	// Control: without the PDB, both can go at once.
-	c.pdbs = nil
+	c.PDBs = nil
 	d = c.decide()
 	if len(disruptions(d)) < 2 {
 		t.Fatalf("control: want x and y both consolidated without the PDB, got\n%s", dump(d))

@@ -28,7 +28,7 @@ func TestReplacementsPlaceOnlyReschedulablePods(t *testing.T) {
 	going, _ := c.managed("going", "default", "m5.large", time.Hour, pods...)
 	done := appPod("done", "100m", "64Mi")
 	c.managed("staying", "default", "m5.large", time.Hour, appPod("busy", "1500m", "1Gi"))
-	c.snap.Pods = append(c.snap.Pods, pendingPod("pending", "500m", "256Mi"))
+	c.Snapshot.Pods = append(c.Snapshot.Pods, pendingPod("pending", "500m", "256Mi"))
 	byNode := map[string][]*corev1.Pod{"going": append(pods, done)}
 	done.Status.Phase = corev1.PodSucceeded
 
@@ -67,12 +67,12 @@ func TestInterruptDecisions(t *testing.T) {
 	_, unregistered := c.managed("unregistered", "default", "m5.large", time.Minute)
 	unregistered.Labels[corev1.LabelTopologyZone] = zone
 	var nodes []*corev1.Node
-	for _, ns := range c.snap.Nodes {
+	for _, ns := range c.Snapshot.Nodes {
 		if ns.Node.Name != "unregistered" {
 			nodes = append(nodes, ns.Node)
 		}
 	}
-	st := InterruptState{NodeClaims: c.claims, Nodes: nodes}
+	st := InterruptState{NodeClaims: c.NodeClaims, Nodes: nodes}
 	deadline := now.Add(2 * time.Minute)
 	cases := []struct {
 		name   string

@@ -175,10 +175,31 @@ func (c *Client) ReadState(ctx context.Context) (*ClusterState, error) {
 	if inexactList.Load() {
 		st.ResourceVersion = ""
 	}
-	st.PDBs, st.NodeClaims, st.AllNodes = pdbs, claims, nodes
-	st.Snapshot.DaemonSets, st.Snapshot.NodePools, st.Snapshot.NodeClasses = daemonSets, pools, classes
-	assemble(st, pods)
-	return st, nil
+	out := NewState(Objects{Pods: pods, Nodes: nodes, NodeClaims: claims, NodePools: pools, NodeClasses: classes,
+		DaemonSets: daemonSets, PDBs: pdbs}, st.ReadAt)
+	out.ResourceVersion = st.ResourceVersion
+	return out, nil
+}
+
+// Objects are the lists ReadState reads: every non-terminal pod, node, NodeClaim,
+// NodePool, EC2NodeClass, DaemonSet and PodDisruptionBudget.
+type Objects struct {
+	Pods        []*corev1.Pod
+	Nodes       []*corev1.Node
+	NodeClaims  []*karpenter.NodeClaim
+	NodePools   []*karpenter.NodePool
+	NodeClasses []*karpenter.EC2NodeClass
+	DaemonSets  []*appsv1.DaemonSet
+	PDBs        []*policyv1.PodDisruptionBudget
+}
+
+// NewState assembles the state ReadState returns from lists read at readAt: the
+// one assembly production, replay and the in-memory handler tests share.
+func NewState(o Objects, readAt time.Time) *ClusterState {
+	st := &ClusterState{ReadAt: readAt, PDBs: o.PDBs, NodeClaims: o.NodeClaims, AllNodes: o.Nodes}
+	st.Snapshot.DaemonSets, st.Snapshot.NodePools, st.Snapshot.NodeClasses = o.DaemonSets, o.NodePools, o.NodeClasses
+	assemble(st, o.Pods)
+	return st
 }
 
 // listPaged runs list until the last page. The first request asks for exactly rv;

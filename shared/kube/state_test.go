@@ -11,6 +11,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
+	"github.com/joiner-autoscaler/joiner/shared/testworld"
 )
 
 func pod(name, node string, cpu string, mut ...func(*corev1.Pod)) *corev1.Pod {
@@ -30,18 +31,7 @@ func pod(name, node string, cpu string, mut ...func(*corev1.Pod)) *corev1.Pod {
 	return p
 }
 
-func claim(name, providerID string, initialized bool) *karpenter.NodeClaim {
-	nc := &karpenter.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpenter.NodePoolLabelKey: "default"}}}
-	nc.Status.ProviderID = providerID
-	nc.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110"),
-		karpenter.ResourceNVIDIAGPU: resource.MustParse("1")}
-	st := metav1.ConditionUnknown
-	if initialized {
-		st = metav1.ConditionTrue
-	}
-	nc.Status.Conditions = []metav1.Condition{{Type: karpenter.ConditionInitialized, Status: st}}
-	return nc
-}
+var claim = testworld.SmallClaim
 
 func node(name, providerID string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}, Spec: corev1.NodeSpec{ProviderID: providerID}}
