@@ -78,8 +78,7 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request, body []byte) {
 		if action == "" {
 			e = errf(http.StatusBadRequest, "MissingAction", "The request must contain the parameter Action")
 		}
-		call.Code, call.Status = e.Code, e.Status
-		s.record(call)
+		s.record(call, e)
 		s.mu.Unlock()
 		s.writeEC2Error(w, reqID, e)
 		return
@@ -125,12 +124,7 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request, body []byte) {
 			}
 		}
 	}
-	if aerr != nil {
-		call.Code, call.Status = aerr.Code, aerr.Status
-	} else {
-		call.Code, call.Status = CodeOK, http.StatusOK
-	}
-	s.record(call)
+	s.record(call, aerr)
 	s.mu.Unlock()
 
 	if aerr != nil {

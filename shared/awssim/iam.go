@@ -66,8 +66,7 @@ func (s *Sim) serveIAM(w http.ResponseWriter, r *http.Request, body []byte) {
 	h, known := iamActions[action]
 	if !known {
 		e := errf(http.StatusBadRequest, "InvalidAction", "Could not find operation %s for version 2010-05-08", action)
-		call.Code, call.Status = e.Code, e.Status
-		s.record(call)
+		s.record(call, e)
 		s.mu.Unlock()
 		writeIAMError(w, reqID, e)
 		return
@@ -89,12 +88,7 @@ func (s *Sim) serveIAM(w http.ResponseWriter, r *http.Request, body []byte) {
 			aerr = errf(http.StatusInternalServerError, "ServiceFailure", "awssim: encode %s: %v", action, err)
 		}
 	}
-	if aerr != nil {
-		call.Code, call.Status = aerr.Code, aerr.Status
-	} else {
-		call.Code, call.Status = CodeOK, http.StatusOK
-	}
-	s.record(call)
+	s.record(call, aerr)
 	s.mu.Unlock()
 
 	if aerr != nil {

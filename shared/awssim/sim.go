@@ -481,8 +481,14 @@ func (s *Sim) unauthorized(service, action string) *apiError {
 	return errf(status, "AccessDeniedException", "User: %s is not authorized to perform: %s:%s", who, service, action)
 }
 
-// record appends a call to the log. The caller holds s.mu.
-func (s *Sim) record(c Call) {
+// record appends a call to the log with its answer (aerr, or OK). The caller
+// holds s.mu.
+func (s *Sim) record(c Call, aerr *apiError) {
+	if aerr != nil {
+		c.Code, c.Status = aerr.Code, aerr.Status
+	} else {
+		c.Code, c.Status = CodeOK, http.StatusOK
+	}
 	w := s.w
 	c.Seq = len(w.calls) + 1
 	c.Time = s.clock.Now()

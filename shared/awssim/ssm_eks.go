@@ -64,12 +64,7 @@ func (s *Sim) serveJSONCall(w http.ResponseWriter, r *http.Request, service, act
 		s.advance()
 		out, aerr = h()
 	}
-	if aerr != nil {
-		call.Code, call.Status = aerr.Code, aerr.Status
-	} else {
-		call.Code, call.Status = CodeOK, http.StatusOK
-	}
-	s.record(call)
+	s.record(call, aerr)
 	s.mu.Unlock()
 	if aerr != nil {
 		writeJSONError(w, aerr.Status, aerr.Code, aerr.Message, reqID)
