@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 }
 
 // world is one cluster (a real API server) and one AWS (the wire-level simulator,
-// driven through the real SDK), shared by the handlers under test.
+// driven through the real SDK), shared by the handlers under test. The tests of
+// decisions alone run in memory (inmemory_test.go); the ones on a world show what
+// only a server does (evictions, finalizers, conflicts, faults, concurrency).
 type world struct {
 	sim     *awssim.Sim
 	clients *kube.Clients
@@ -94,14 +96,10 @@ func (w *world) clear(t testing.TB) {
 	}
 }
 
+// function is the named function over the world, on real time.
 func (w *world) function(t *testing.T, name string) *Function {
 	t.Helper()
-	return w.functionAt(t, name, nil)
-}
-
-// functionAt is function with a clock (nil: real time).
-func (w *world) functionAt(t *testing.T, name string, now func() time.Time) *Function {
-	t.Helper()
+	var now func() time.Time
 	cfg := Config{ClusterName: "e2e", Region: "us-east-1", Rebalance: RebalanceIgnore, LeaseDuration: time.Minute, LeaseWait: time.Second, MinSavingsFraction: 0.1}
 	fn, err := NewFunction(name, func(ctx context.Context) (*Deps, error) {
 		prov, err := cloud.New(cloud.Config{ClusterName: "e2e", Region: "us-east-1", Unavailable: cloud.NewUnavailableOfferings(time.Now)}, w.cloud)
@@ -166,146 +164,7 @@ func (w *world) ownedInstances(t testing.TB) []awssim.Instance {
 	return out
 }
 
-// TestProvisionerSweepLaunchesOnceForPendingPods: the scheduled sweep lists the
-// pending pods itself, creates NodeClaims, launches tagged instances; the same
-// trigger again launches nothing, since in-flight capacity covers the pods.
-func TestProvisionerSweepLaunchesOnceForPendingPods(t *testing.T) {
-	w := newWorld(t)
-	w.pending(t, "heavy-app", 5, "1")
-	fn := w.function(t, Provisioner)
-	s := invoke(t, fn, "../../events/scheduled-rule.json")
-	if len(s.NodesLaunched) == 0 || len(s.Errors) != 0 {
-		t.Fatalf("first sweep: %+v", s)
-	}
-	owned := w.ownedInstances(t)
-	if len(owned) != len(s.NodesLaunched) {
-		t.Fatalf("%d owned instances for %d launched NodeClaims", len(owned), len(s.NodesLaunched))
-	}
-	for _, in := range owned {
-		if in.Tags["karpenter.sh/nodepool"] != "default" || in.Tags["karpenter.sh/nodeclaim"] == "" {
-			t.Errorf("instance %s tags %v", in.ID, in.Tags)
-		}
-	}
-	st, err := kube.New(w.clients, kube.Options{ClusterName: "e2e"}).ReadState(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	launched := 0
-	for _, nc := range st.NodeClaims {
-		if kube.ConditionTrue(nc.Status.Conditions, "Launched") && nc.Status.ProviderID != "" {
-			launched++
-		}
-	}
-	if launched < len(s.NodesLaunched) {
-		t.Errorf("%d NodeClaims Launched, want %d", launched, len(s.NodesLaunched))
-	}
-	// A second sweep (a new event id) sees the in-flight NodeClaims and launches nothing.
-	raw, _ := os.ReadFile("../../events/scheduled-rule.json")
-	raw = []byte(strings.Replace(string(raw), `"id": "`, `"id": "again-`, 1))
-	out, err := fn.Invoke(context.Background(), raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s2 Summary
-	_ = json.Unmarshal(out, &s2)
-	if len(s2.NodesLaunched) != 0 || len(w.ownedInstances(t)) != len(owned) {
-		t.Fatalf("second sweep launched again: %+v", s2)
-	}
-}
-
-// TestInterruptionIgnoresForeignInstances: an event about an instance Joiner did not
-// launch is logged and ignored; nothing is mutated.
-func TestInterruptionIgnoresForeignInstances(t *testing.T) {
-	w := newWorld(t)
-	fn := w.function(t, Interruption)
-	before := len(w.sim.Calls())
-	s := invoke(t, fn, "../../events/spot-interruption.json")
-	if s.Action != "ignored" || s.Interruptions != 0 {
-		t.Fatalf("summary %+v", s)
-	}
-	for _, c := range w.sim.Calls()[before:] {
-		if c.Action == "TerminateInstances" || c.Action == "CreateFleet" || c.Action == "CreateTags" {
-			t.Errorf("mutating call %s for a foreign instance", c.Action)
-		}
-	}
-}
-
 func ptrSeed(s awssim.Seed) *awssim.Seed { return &s }
-
-// TestInterruptionStateChangeRemovesNodeAndClaim: an instance Joiner launched is
-// terminated behind its back; the state-change event deletes its NodeClaim and Node at
-// once, and a repeat of the event changes nothing more.
-func TestInterruptionStateChangeRemovesNodeAndClaim(t *testing.T) {
-	w := newWorld(t)
-	ctx := context.Background()
-	w.pending(t, "web", 1, "500m")
-	if s := invoke(t, w.function(t, Provisioner), "../../events/scheduled-rule.json"); len(s.NodesLaunched) != 1 {
-		t.Fatalf("provisioner: %+v", s)
-	}
-	k := kube.New(w.clients, kube.Options{ClusterName: "e2e"})
-	st, err := k.ReadState(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var claim string
-	var providerID string
-	for _, nc := range st.NodeClaims {
-		if nc.Status.ProviderID != "" && nc.DeletionTimestamp == nil {
-			claim, providerID = nc.Name, nc.Status.ProviderID
-		}
-	}
-	id := facts.InstanceID(providerID)
-	if id == "" {
-		t.Fatalf("no launched NodeClaim: %+v", st.NodeClaims)
-	}
-	// The node registers, as the kubelet would make it.
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: id, Labels: map[string]string{"karpenter.sh/nodepool": "default"}},
-		Spec: corev1.NodeSpec{ProviderID: providerID}}
-	if _, err := w.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile("../../events/state-change-terminated.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := strings.ReplaceAll(string(raw), "i-1234567890abcdef0", id)
-	fn := w.function(t, Interruption)
-	out, err := fn.Invoke(ctx, []byte(ev))
-	if err != nil {
-		t.Fatalf("interruption: %v (%s)", err, out)
-	}
-	var s Summary
-	_ = json.Unmarshal(out, &s)
-	if s.Interruptions != 1 || len(s.NodesTerminated) != 1 || s.NodesTerminated[0] != claim {
-		t.Fatalf("summary %+v, want NodeClaim %s terminated", s, claim)
-	}
-	if st, err = k.ReadState(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, nc := range st.NodeClaims {
-		if nc.Name == claim {
-			t.Errorf("NodeClaim %s still there (deleting: %v)", claim, nc.DeletionTimestamp != nil)
-		}
-	}
-	for _, n := range st.AllNodes {
-		if n.Name == id {
-			t.Errorf("node %s still there", id)
-		}
-	}
-	if in, ok := w.sim.Instance(id); !ok || (in.State != "shutting-down" && in.State != "terminated") {
-		t.Errorf("instance %s state %q, want terminating", id, in.State)
-	}
-	// The same occurrence delivered again: nothing new.
-	again, err := w.function(t, Interruption).Invoke(ctx, []byte(ev))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s2 Summary
-	_ = json.Unmarshal(again, &s2)
-	if s2.Interruptions != 0 || len(s2.NodesTerminated) != 0 {
-		t.Fatalf("repeat did something: %+v", s2)
-	}
-}
 
 // register makes the launched NodeClaims' nodes appear and become Ready, as the
 // kubelet would, and returns the node names.
@@ -339,48 +198,6 @@ func (w *world) register(t *testing.T) []string {
 		names = append(names, id)
 	}
 	return names
-}
-
-// TestConsolidatorRemovesEmptyNode: a node whose pods are gone is deleted once the
-// pool's consolidateAfter has passed (not before), its instance terminated, and no
-// node is left tainted.
-func TestConsolidatorRemovesEmptyNode(t *testing.T) {
-	w := newWorld(t)
-	ctx := context.Background()
-	w.pending(t, "batch", 1, "500m")
-	if s := invoke(t, w.function(t, Provisioner), "../../events/scheduled-rule.json"); len(s.NodesLaunched) != 1 {
-		t.Fatalf("provisioner: %+v", s)
-	}
-	nodes := w.register(t)
-	if len(nodes) != 1 {
-		t.Fatalf("registered %v", nodes)
-	}
-	// The batch pod finished: the node is empty.
-	if err := w.cs.CoreV1().Pods(w.ns).Delete(ctx, "batch-0", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// Right away: consolidateAfter (1m) has not passed.
-	s := invoke(t, w.function(t, Consolidator), "../../events/scheduler.json")
-	if len(s.NodesTerminated) != 0 {
-		t.Fatalf("deleted before consolidateAfter: %+v", s)
-	}
-	later := func() time.Time { return time.Now().Add(5 * time.Minute) }
-	raw, _ := os.ReadFile("../../events/scheduler.json")
-	raw = []byte(strings.Replace(string(raw), `"id": "`, `"id": "later-`, 1))
-	out, err := w.functionAt(t, Consolidator, later).Invoke(ctx, raw)
-	if err != nil {
-		t.Fatalf("consolidator: %v (%s)", err, out)
-	}
-	_ = json.Unmarshal(out, &s)
-	if len(s.NodesTerminated) != 1 {
-		t.Fatalf("summary %+v, want the empty node deleted", s)
-	}
-	if in, ok := w.sim.Instance(nodes[0]); !ok || (in.State != "shutting-down" && in.State != "terminated") {
-		t.Errorf("instance %s state %q, want terminating", nodes[0], in.State)
-	}
-	if _, err := w.cs.CoreV1().Nodes().Get(ctx, nodes[0], metav1.GetOptions{}); err == nil {
-		t.Errorf("node %s still exists", nodes[0])
-	}
 }
 
 // TestInterruptionSpotWarningReplacesThenDrains: a spot warning for a node Joiner

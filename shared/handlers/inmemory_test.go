@@ -1,0 +1,260 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	"github.com/joiner-autoscaler/joiner/shared/cloud"
+	"github.com/joiner-autoscaler/joiner/shared/facts"
+	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/kube"
+	"github.com/joiner-autoscaler/joiner/shared/testworld"
+)
+
+// The in-memory handler tests run a handler as Invoke runs it, over a Recorder:
+// the cluster is a testworld (assembled by kube.NewState, as ReadState assembles
+// what it lists), EC2 answers from the embedded catalog and the world's
+// NodeClaims, and every write is a Decision the test asserts. Nothing listens on a
+// port. Between invocations the Recorder's shadow memory carries what a round
+// would have written that the next reads (Empty marks, removed NodeClaims), as in
+// shadow mode. The real-API-server tests (handlers_test.go, reliability_test.go)
+// are kept for what only a server shows: finalizers, evictions, conflicts, faults.
+
+// stateReader answers ReadState with a fixed state; a Recorder over it never
+// reaches the other methods, so they stay nil and would panic if it did.
+type stateReader struct {
+	kube.Cluster
+	st *kube.ClusterState
+}
+
+func (s stateReader) ReadState(context.Context) (*kube.ClusterState, error) { return s.st, nil }
+
+// catalogReader answers the Cloud's reads from the embedded catalog; owned are
+// the instances EC2 would list as Joiner's.
+type catalogReader struct {
+	Cloud
+	unavailable *cloud.UnavailableOfferings
+	owned       []cloud.OwnedInstance
+}
+
+func (c catalogReader) LiveCatalog(context.Context, []string) (*catalog.Catalog, error) {
+	return catalog.Embedded(), nil
+}
+func (c catalogReader) ListOwned(context.Context) ([]cloud.OwnedInstance, error) { return c.owned, nil }
+func (c catalogReader) Unavailable() *cloud.UnavailableOfferings                 { return c.unavailable }
+
+// memoryStore is shadow memory kept in the test.
+type memoryStore struct{ b []byte }
+
+func (m *memoryStore) Load(context.Context) ([]byte, error)   { return m.b, nil }
+func (m *memoryStore) Save(_ context.Context, b []byte) error { m.b = b; return nil }
+
+// memWorld is a testworld the handlers run on in memory.
+type memWorld struct {
+	*testworld.World
+	t           *testing.T
+	unavailable *cloud.UnavailableOfferings
+	memory      memoryStore
+	// Config of every invocation (ClusterName "test", spot interruptions handled,
+	// rebalance recommendations ignored).
+	Config Config
+}
+
+func newMemWorld(t *testing.T, now time.Time, pools ...*karpenter.NodePool) *memWorld {
+	w := &memWorld{World: testworld.New(t, now, pools...), t: t,
+		Config: Config{ClusterName: "test", Region: "us-east-1", Rebalance: RebalanceIgnore, MinSavingsFraction: 0.1}}
+	w.unavailable = cloud.NewUnavailableOfferings(func() time.Time { return w.Now })
+	return w
+}
+
+// State is what ReadState would return for the world.
+func (w *memWorld) State() *kube.ClusterState {
+	o := w.Objects()
+	return kube.NewState(kube.Objects{Pods: o.Pods, Nodes: o.Nodes, NodeClaims: o.NodeClaims, NodePools: o.NodePools,
+		NodeClasses: o.NodeClasses, DaemonSets: o.DaemonSets, PDBs: o.PDBs}, w.Now)
+}
+
+// owned lists an instance for every NodeClaim with a providerID, as EC2 would.
+func (w *memWorld) owned() []cloud.OwnedInstance {
+	var out []cloud.OwnedInstance
+	for _, nc := range w.NodeClaims {
+		if id := facts.InstanceID(nc.Status.ProviderID); id != "" {
+			out = append(out, cloud.OwnedInstance{ID: id, State: "running", InstanceType: nc.Labels["node.kubernetes.io/instance-type"],
+				NodePool: nc.Labels[karpenter.NodePoolLabelKey], NodeClaim: nc.Name, NodeClass: testworld.ClassName, LaunchTime: nc.CreationTimestamp.Time})
+		}
+	}
+	return out
+}
+
+// invoke runs the handler once on the world as it is, at w.Now, in a fresh
+// container (no dedupe memory), and returns the summary with its decisions.
+func (w *memWorld) invoke(h Handler, raw []byte) Summary {
+	w.t.Helper()
+	cfg := w.Config
+	cfg.Mode = ModeShadow
+	st, owned, now := w.State(), w.owned(), w.Now
+	clock := func() time.Time { return now }
+	fn := NewFunctionFor(h, func(context.Context) (*Deps, error) {
+		return &Deps{Config: cfg, Cluster: stateReader{st: st}, Cloud: catalogReader{unavailable: w.unavailable, owned: owned},
+			Now: clock, Log: quietLog(), Identity: h.name + "/test", ShadowMemory: &w.memory}, nil
+	})
+	fn.MetricsOut = io.Discard
+	out, err := fn.Invoke(context.Background(), raw)
+	var s Summary
+	if out != nil {
+		if jerr := json.Unmarshal(out, &s); jerr != nil {
+			w.t.Fatalf("summary %s: %v", out, jerr)
+		}
+	}
+	if err != nil {
+		w.t.Fatalf("%s: %v (summary %+v)", h.name, err, s)
+	}
+	return s
+}
+
+// writes are the decisions that change the cluster or EC2, as
+// "Kind NodeClaim Node InstanceType Detail" (Events, nominations and lifecycle
+// bookkeeping left out).
+func writes(s Summary) []string {
+	var out []string
+	for _, d := range s.Shadow {
+		if d.Kind == DecideEvent || d.Kind == DecideNominate || d.Kind == DecideLifecycle {
+			continue
+		}
+		out = append(out, strings.TrimSpace(fmt.Sprintf("%s %s %s %s %s %s", d.Kind, d.NodeClaim, d.Node, d.InstanceType,
+			strings.Join(d.Instances, ","), d.Detail)))
+	}
+	return out
+}
+
+func kindsOf(s Summary, k DecisionKind) []Decision {
+	var out []Decision
+	for _, d := range s.Shadow {
+		if d.Kind == k {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// inMemoryPool is testdata/pool.yaml's pool: m6i/m7i large and xlarge, spot or
+// on-demand, consolidateAfter 1m.
+func inMemoryPool() *karpenter.NodePool {
+	return testworld.Pool("default", karpenter.ConsolidationPolicyWhenEmptyOrUnderutilized, time.Minute,
+		[]string{"m6i.large", "m6i.xlarge", "m7i.large", "m7i.xlarge"},
+		testworld.CapacityTypes(karpenter.CapacityTypeSpot, karpenter.CapacityTypeOnDemand))
+}
+
+var inMemoryNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// TestProvisionerSweepLaunchesOnceForPendingPods: the scheduled sweep plans the
+// pending pods onto new NodeClaims of the pool, launches each (CreateNodeClaim,
+// then Launch and RecordLaunch of the same NodeClaim); the next sweep, with those
+// NodeClaims in flight, launches nothing.
+func TestProvisionerSweepLaunchesOnceForPendingPods(t *testing.T) {
+	w := newMemWorld(t, inMemoryNow, inMemoryPool())
+	for i := 0; i < 5; i++ {
+		w.Pending(testworld.PendingPod(w.Now, fmt.Sprintf("heavy-app-%d", i), "1", "1Gi"))
+	}
+	s := w.invoke(ProvisionerHandler(), sample(t, "scheduled-rule.json"))
+	created, launches, recorded := kindsOf(s, DecideCreateNodeClaim), kindsOf(s, DecideLaunch), kindsOf(s, DecideRecordLaunch)
+	if len(s.NodesLaunched) == 0 || len(s.Errors) != 0 || len(launches) != len(s.NodesLaunched) ||
+		len(created) != len(launches) || len(recorded) != len(launches) {
+		t.Fatalf("first sweep: launched %v, errors %v\n  %s", s.NodesLaunched, s.Errors, strings.Join(writes(s), "\n  "))
+	}
+	// Launches run concurrently: match them by NodeClaim, not by order.
+	names := func(ds []Decision) []string {
+		var out []string
+		for _, d := range ds {
+			out = append(out, d.NodeClaim)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if !slices.Equal(names(created), names(launches)) || !slices.Equal(names(recorded), names(launches)) {
+		t.Errorf("created %v, launched %v, recorded %v: want the same NodeClaims", names(created), names(launches), names(recorded))
+	}
+	for _, l := range launches {
+		if l.NodePool != "default" || len(l.Instances) != 1 {
+			t.Errorf("launch %+v", l)
+		}
+		w.InFlight(l.NodeClaim, "default", l.InstanceType, l.Zone, l.CapacityType, l.Instances[0], 0)
+	}
+	again := sample(t, "scheduled-rule.json", `"id": "`, `"id": "again-`)
+	if s2 := w.invoke(ProvisionerHandler(), again); len(s2.NodesLaunched) != 0 || len(kindsOf(s2, DecideLaunch)) != 0 {
+		t.Fatalf("second sweep launched again over the in-flight NodeClaims: %v\n  %s", s2.NodesLaunched, strings.Join(writes(s2), "\n  "))
+	}
+}
+
+// TestInterruptionIgnoresForeignInstances: an event about an instance Joiner did
+// not launch is ignored; nothing is written.
+func TestInterruptionIgnoresForeignInstances(t *testing.T) {
+	w := newMemWorld(t, inMemoryNow, inMemoryPool())
+	w.Node("theirs", "", "m6i.large", time.Hour) // someone else's node; no NodeClaim names it
+	s := w.invoke(InterruptionHandler(), sample(t, "spot-interruption.json"))
+	if s.Action != "ignored" || s.Interruptions != 0 || len(writes(s)) != 0 {
+		t.Fatalf("action %q, %d interruptions, writes %v", s.Action, s.Interruptions, writes(s))
+	}
+}
+
+// TestInterruptionStateChangeRemovesNodeAndClaim: an instance Joiner launched was
+// terminated behind its back; the state-change event deletes its NodeClaim (whose
+// finalizer takes the Node) and terminates nothing else; the same occurrence again,
+// in another container, finds nothing left to do.
+func TestInterruptionStateChangeRemovesNodeAndClaim(t *testing.T) {
+	w := newMemWorld(t, inMemoryNow, inMemoryPool())
+	n, nc := w.Managed("web-node", "default", "m6i.large", time.Hour, testworld.AppPod(w.Now, "web", "500m", "512Mi"))
+	n.Spec.ProviderID = "aws:///" + testworld.Zone + "/" + sampleInstance
+	nc.Status.ProviderID = n.Spec.ProviderID
+	ev := sample(t, "state-change-terminated.json")
+	s := w.invoke(InterruptionHandler(), ev)
+	if s.Interruptions != 1 || len(s.NodesTerminated) != 1 || s.NodesTerminated[0] != nc.Name {
+		t.Fatalf("summary %+v, want NodeClaim %s terminated", s, nc.Name)
+	}
+	if got := kindsOf(s, DecideDeleteNodeClaim); len(got) != 1 || got[0].NodeClaim != nc.Name {
+		t.Errorf("writes %v, want NodeClaim %s deleted", writes(s), nc.Name)
+	}
+	for _, d := range kindsOf(s, DecideTerminate) {
+		for _, id := range d.Instances {
+			if id != sampleInstance {
+				t.Errorf("terminated %s, not the instance of the event", id)
+			}
+		}
+	}
+	if got := kindsOf(s, DecideLaunch); len(got) != 0 {
+		t.Errorf("launched %v for an instance already gone", got)
+	}
+	if s2 := w.invoke(InterruptionHandler(), ev); s2.Interruptions != 0 || len(s2.NodesTerminated) != 0 || len(writes(s2)) != 0 {
+		t.Fatalf("repeat did something: %+v\n  %s", s2, strings.Join(writes(s2), "\n  "))
+	}
+}
+
+// TestConsolidatorRemovesEmptyNode: a node whose pods are gone is marked Empty in
+// the first round and deleted, its instance terminated, in a round after the
+// pool's consolidateAfter (1m), not before.
+func TestConsolidatorRemovesEmptyNode(t *testing.T) {
+	w := newMemWorld(t, inMemoryNow, inMemoryPool())
+	_, nc := w.Managed("batch-node", "default", "m6i.large", time.Hour, testworld.DaemonSetPod(w.Now, "batch-node"))
+	s := w.invoke(ConsolidatorHandler(), sample(t, "scheduler.json"))
+	if len(s.NodesTerminated) != 0 || len(kindsOf(s, DecideDeleteNodeClaim)) != 0 {
+		t.Fatalf("deleted before consolidateAfter: %v\n  %s", s.NodesTerminated, strings.Join(writes(s), "\n  "))
+	}
+	if got := kindsOf(s, DecideSetEmpty); len(got) != 1 || got[0].NodeClaim != nc.Name {
+		t.Fatalf("writes %v, want NodeClaim %s marked Empty", writes(s), nc.Name)
+	}
+	w.Now = w.Now.Add(5 * time.Minute)
+	s = w.invoke(ConsolidatorHandler(), sample(t, "scheduler.json", `"id": "`, `"id": "later-`))
+	if len(s.NodesTerminated) != 1 || s.NodesTerminated[0] != nc.Name {
+		t.Fatalf("summary %+v, want the empty node's NodeClaim %s deleted\n  %s", s, nc.Name, strings.Join(writes(s), "\n  "))
+	}
+	if got := kindsOf(s, DecideDeleteNodeClaim); len(got) != 1 || got[0].NodeClaim != nc.Name {
+		t.Errorf("writes %v, want NodeClaim %s deleted", writes(s), nc.Name)
+	}
+}
