@@ -152,12 +152,15 @@ func TestMatchLabelKeys(t *testing.T) {
 			t.Errorf("want 4 nodes:%s", s.dump())
 		}
 	})
-	t.Run("anti-affinity: matchLabelKeys repels only the same revision", func(t *testing.T) {
-		anti := func(p *corev1.Pod) {
+	// antiWith is hostname anti-affinity to app=web whose term t changes.
+	antiWith := func(change func(t *corev1.PodAffinityTerm)) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
 			podAntiAffinity(corev1.LabelHostname, "web")(p)
-			tm := &p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
-			tm.MatchLabelKeys = []string{"revision"}
+			change(&p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0])
 		}
+	}
+	t.Run("anti-affinity: matchLabelKeys repels only the same revision", func(t *testing.T) {
+		anti := antiWith(func(tm *corev1.PodAffinityTerm) { tm.MatchLabelKeys = []string{"revision"} })
 		ps := append(pods("a", 2, "100m", "128Mi", withLabel("app", "web"), revision("a"), anti),
 			pods("b", 2, "100m", "128Mi", withLabel("app", "web"), revision("b"), anti)...)
 		s := solve(t, snapshot(t, ps))
@@ -166,11 +169,7 @@ func TestMatchLabelKeys(t *testing.T) {
 		}
 	})
 	t.Run("anti-affinity: mismatchLabelKeys keeps tenants apart", func(t *testing.T) {
-		anti := func(p *corev1.Pod) {
-			podAntiAffinity(corev1.LabelHostname, "web")(p)
-			tm := &p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
-			tm.MismatchLabelKeys = []string{"tenant"}
-		}
+		anti := antiWith(func(tm *corev1.PodAffinityTerm) { tm.MismatchLabelKeys = []string{"tenant"} })
 		ps := append(pods("a", 3, "100m", "128Mi", withLabel("app", "web"), withLabel("tenant", "a"), anti),
 			pods("b", 3, "100m", "128Mi", withLabel("app", "web"), withLabel("tenant", "b"), anti)...)
 		s := solve(t, snapshot(t, ps))
