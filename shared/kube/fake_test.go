@@ -289,3 +289,32 @@ func TestFailedSchedulingAtMostOncePerInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestTaintRebalanceOnce: the rebalance taint is written once; a recommendation
+// delivered again finds it there and patches nothing.
+func TestTaintRebalanceOnce(t *testing.T) {
+	n := node("n1", "aws:///z/i-1")
+	n.Labels = map[string]string{karpenter.NodePoolLabelKey: "default"}
+	c, cs := fakeClient(n)
+	st := &ClusterState{AllNodes: []*corev1.Node{n}, NodeClaims: []*karpenter.NodeClaim{claim("c1", "aws:///z/i-1", true)}}
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		if err := c.TaintRebalance(ctx, st, "n1"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.AllNodes[0] = got
+	}
+	patches := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "patch" && a.GetResource().Resource == "nodes" {
+			patches++
+		}
+	}
+	if taints := st.AllNodes[0].Spec.Taints; len(taints) != 1 || !taints[0].MatchTaint(&RebalanceTaint) || patches != 1 {
+		t.Errorf("taints %v after %d patches; want %s once, one patch", taints, patches, RebalanceTaint.ToString())
+	}
+}
