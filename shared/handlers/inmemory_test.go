@@ -258,3 +258,51 @@ func TestConsolidatorRemovesEmptyNode(t *testing.T) {
 		t.Errorf("writes %v, want NodeClaim %s deleted", writes(s), nc.Name)
 	}
 }
+
+// TestInterruptionRebalanceModes: a rebalance recommendation is ignored, taints the
+// node (no replacement, no drain), or replaces it, per JOINER_REBALANCE_MODE; the
+// recommendation again, on the tainted node, decides no more; after the taint, the
+// spot warning that follows still replaces and drains the node.
+func TestInterruptionRebalanceModes(t *testing.T) {
+	for _, mode := range []string{RebalanceIgnore, RebalanceTaint, RebalanceReplace} {
+		t.Run(mode, func(t *testing.T) {
+			w := newMemWorld(t, inMemoryNow, inMemoryPool())
+			w.Config.Rebalance = mode
+			w.CapacityType = karpenter.CapacityTypeSpot
+			n, nc := w.Managed("api-node", "default", "m6i.xlarge", time.Hour, testworld.AppPod(w.Now, "api", "3", "1Gi"))
+			n.Spec.ProviderID = "aws:///" + testworld.Zone + "/" + sampleInstance
+			nc.Status.ProviderID = n.Spec.ProviderID
+			replaced := func(s Summary) bool {
+				return s.Interruptions == 1 && len(kindsOf(s, DecideLaunch)) == 1 && len(kindsOf(s, DecideDrain)) == 1 &&
+					len(s.NodesTerminated) == 1 && s.NodesTerminated[0] == nc.Name
+			}
+			s := w.invoke(InterruptionHandler(), sample(t, "rebalance.json"))
+			switch mode {
+			case RebalanceIgnore:
+				if s.Action != "ignored" || len(writes(s)) != 0 {
+					t.Errorf("action %q, writes %v: want ignored, nothing written", s.Action, writes(s))
+				}
+			case RebalanceTaint:
+				// Its own PreferNoSchedule taint, not karpenter.sh/disrupted: the node is
+				// not being disrupted.
+				if got := writes(s); s.Interruptions != 1 || len(got) != 1 || got[0] != string(DecideRebalanceTaint)+" "+nc.Name+" api-node" {
+					t.Fatalf("%d interruptions, writes %v: want the node tainted only", s.Interruptions, got)
+				}
+				// Delivered again, on the tainted node, it decides the same taint and
+				// nothing more (the executor finds it there and patches nothing:
+				// kube's TestTaintRebalanceOnce).
+				n.Spec.Taints = append(n.Spec.Taints, kube.RebalanceTaint)
+				if again := w.invoke(InterruptionHandler(), sample(t, "rebalance.json", `"id": "`, `"id": "again-`)); !slices.Equal(writes(again), writes(s)) {
+					t.Errorf("the recommendation again, on the tainted node, wrote %v", writes(again))
+				}
+				if s := w.invoke(InterruptionHandler(), spotFor(t, sampleInstance, w.Now)); !replaced(s) {
+					t.Errorf("spot warning after the taint: %+v\n  %s\nwant a replacement and the node drained", s, strings.Join(writes(s), "\n  "))
+				}
+			case RebalanceReplace:
+				if !replaced(s) {
+					t.Errorf("summary %+v\n  %s\nwant a replacement and NodeClaim %s drained and deleted", s, strings.Join(writes(s), "\n  "), nc.Name)
+				}
+			}
+		})
+	}
+}

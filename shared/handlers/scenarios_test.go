@@ -16,7 +16,6 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
-	"github.com/joiner-autoscaler/joiner/shared/kube"
 )
 
 // label sets labels on a pod of the test's namespace.
@@ -100,21 +99,6 @@ func (w *world) isTainted(t *testing.T, node string) bool {
 		t.Fatal(err)
 	}
 	return tainted(n)
-}
-
-// hasTaint reports whether the node carries taint (key and effect).
-func (w *world) hasTaint(t *testing.T, node string, taint corev1.Taint) bool {
-	t.Helper()
-	n, err := w.cs.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, have := range n.Spec.Taints {
-		if have.MatchTaint(&taint) {
-			return true
-		}
-	}
-	return false
 }
 
 func (w *world) instanceGone(t *testing.T, id string) bool {
@@ -286,73 +270,6 @@ func TestInterruptionHealthScheduledChangeDrainsBeforeTheWindow(t *testing.T) {
 	}
 	w.registerNew(t)
 	w.assertConverged(t)
-}
-
-// TestInterruptionRebalanceModes: a rebalance recommendation is ignored, taints the
-// node (which stays, running its pods, with no replacement), or replaces it, per
-// JOINER_REBALANCE_MODE; after a taint, the spot warning that follows still replaces
-// and drains the node.
-func TestInterruptionRebalanceModes(t *testing.T) {
-	for _, mode := range []string{RebalanceIgnore, RebalanceTaint, RebalanceReplace} {
-		t.Run(mode, func(t *testing.T) {
-			w := newWorld(t)
-			w.fastRetries()
-			node := w.oneNodeWithPod(t, "api")
-			claim := w.claimOf(t, node)
-			before := w.fingerprint(t)
-			calls := len(w.sim.Calls())
-			s := mustDeliver(t, w.fresh(t, Interruption, fnOpts{rebalance: mode}), sample(t, "rebalance.json", sampleInstance, node))
-			switch mode {
-			case RebalanceIgnore:
-				if s.Action != "ignored" {
-					t.Errorf("summary %+v, want ignored", s)
-				}
-				if g := w.fingerprint(t); !before.equal(g) {
-					t.Errorf("ignored recommendation changed: %s", before.diff(g))
-				}
-				for _, c := range w.sim.Calls()[calls:] {
-					if c.Action == "CreateFleet" || c.Action == "TerminateInstances" {
-						t.Errorf("EC2 %s for an ignored recommendation", c.Action)
-					}
-				}
-			case RebalanceTaint:
-				if s.Interruptions != 1 || len(s.NodesLaunched)+len(s.NodesTerminated) != 0 {
-					t.Errorf("summary %+v, want the node tainted only", s)
-				}
-				// Its own PreferNoSchedule taint, not karpenter.sh/disrupted: the node is
-				// not being disrupted, and no clean-up of stale disruptions takes it back.
-				if !w.hasTaint(t, node, kube.RebalanceTaint) || w.isTainted(t, node) || w.nodeGone(t, node) || len(w.podsOn(t, node)) != 1 || w.instanceGone(t, node) {
-					t.Errorf("rebalance taint %v, disrupted taint %v, node gone %v, pods %v, instance gone %v: want %s only, running its pod",
-						w.hasTaint(t, node, kube.RebalanceTaint), w.isTainted(t, node), w.nodeGone(t, node), w.podsOn(t, node), w.instanceGone(t, node), kube.RebalanceTaint.ToString())
-				}
-				// Delivered again, it changes nothing.
-				tainted := w.fingerprint(t)
-				mustDeliver(t, w.fresh(t, Interruption, fnOpts{rebalance: mode}), sample(t, "rebalance.json", sampleInstance, node, `"id": "`, `"id": "again-`))
-				if g := w.fingerprint(t); !tainted.equal(g) || !w.hasTaint(t, node, kube.RebalanceTaint) {
-					t.Errorf("the recommendation again changed: %s", tainted.diff(g))
-				}
-				// The spot warning that often follows finds the node tainted, and still
-				// replaces and drains it.
-				s = mustDeliver(t, w.fresh(t, Interruption, fnOpts{rebalance: mode}), spotFor(t, node, time.Now()))
-				if s.Interruptions != 1 || len(s.NodesLaunched) != 1 || len(s.NodesTerminated) != 1 {
-					t.Errorf("spot warning after the taint: %+v, want replaced and drained", s)
-				}
-				fallthrough
-			case RebalanceReplace:
-				if mode == RebalanceReplace && (s.Interruptions != 1 || len(s.NodesLaunched) != 1 || len(s.NodesTerminated) != 1 || s.NodesTerminated[0] != claim) {
-					t.Errorf("summary %+v, want a replacement and NodeClaim %s removed", s, claim)
-				}
-				if !w.nodeGone(t, node) || !w.instanceGone(t, node) || len(w.podsOn(t, node)) != 0 {
-					t.Errorf("node gone %v, instance gone %v, pods %v", w.nodeGone(t, node), w.instanceGone(t, node), w.podsOn(t, node))
-				}
-				if n := w.aliveInstances(t); n != 1 {
-					t.Errorf("%d instances alive, want the replacement only", n)
-				}
-				w.registerNew(t)
-				w.assertConverged(t)
-			}
-		})
-	}
 }
 
 func mustQty(s string) resource.Quantity { return resource.MustParse(s) }
