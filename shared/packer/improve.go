@@ -102,7 +102,7 @@ func (s *solver) improveGroups() []improveGroup {
 	byPool := map[int]*improveGroup{}
 	var pools []*improveGroup
 	for _, n := range s.nodes {
-		if n.existing || n.inflight || len(n.pods) == 0 || len(n.pool.minVals) > 0 {
+		if n.existing || n.inflight || len(n.pods) == 0 || len(n.pool.minVals) > 0 || n.inReservation() {
 			continue
 		}
 		allMovable := true
@@ -165,8 +165,8 @@ func (s *solver) cheapestFor(pool *poolInfo, z int, used vec, pods []*podInfo) i
 	cs := pool.cands[z]
 outer:
 	for i := range cs {
-		if !used.fits(cs[i].avail) {
-			continue
+		if cs[i].resv != nil || !used.fits(cs[i].avail) {
+			continue // a reservation's slots are taken only by opening a node in one
 		}
 		for _, p := range pods {
 			cp := p.cls.perPool[pool.idx]
@@ -613,6 +613,9 @@ func (s *solver) frontier(g improveGroup, shapes []*shapeSet) []slot {
 		var kept []int
 		var out []scored
 		for i := range cs { // cheapest first
+			if cs[i].resv != nil {
+				continue
+			}
 			ok := false
 			for _, sh := range shapes {
 				if sh.takes(s, pool, slot{z, i}) && sh.req.fits(cs[i].avail) {

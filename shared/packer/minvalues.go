@@ -130,7 +130,7 @@ func (s *solver) minValuesSpan(pool *poolInfo, z, from int, compat, bits []uint6
 	}
 	kept := 0
 	for i := from; i < len(cs) && kept < s.opts.MaxOptions; i++ {
-		if cs[i].ct != ct || compat != nil && !bitSet(compat, i) || bits != nil && !bitSet(bits, i) || !need.fits(cs[i].avail) ||
+		if cs[i].ct != ct || cs[i].resv != cs[from].resv || compat != nil && !bitSet(compat, i) || bits != nil && !bitSet(bits, i) || !need.fits(cs[i].avail) ||
 			!pool.noLarger(&cs[i], &cs[from]) {
 			continue
 		}

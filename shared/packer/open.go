@@ -23,6 +23,9 @@ func (s *solver) openIdx(pool *poolInfo, z, cheapest int, cls *podClass, p *podI
 		return cheapest
 	}
 	cs := pool.cands[z]
+	if cs[cheapest].resv != nil {
+		return cheapest // a reservation's type is its own; nothing buys more per dollar
+	}
 	ext := extMask(p)
 	bound := s.pricePerUnit(&cs[cheapest], ext) * (1 - 1e-6)
 	for _, v := range s.byValue(pool, z, cls.perPool[pool.idx].bits[z], ext) {
@@ -30,7 +33,7 @@ func (s *solver) openIdx(pool *poolInfo, z, cheapest int, cls *podClass, p *podI
 			break // the rest buy no more per dollar than the cheapest
 		}
 		i, c := int(v.i), &cs[v.i]
-		if i <= cheapest || c.price > openSpan*cs[cheapest].price || !p.req.fits(c.avail) ||
+		if i <= cheapest || c.resv != nil || c.price > openSpan*cs[cheapest].price || !p.req.fits(c.avail) ||
 			!s.limitOK(pool, c.cap, true) || !s.roomy(pool, c.cap) || len(a.masks) > 0 && !s.candOK(pool, z, i, cls, a) ||
 			len(p.ports) > 0 && portsClash(p.ports, c.dsPorts) || !s.minValuesWith(pool, z, i, nil, p, cls, p.req) {
 			continue
@@ -189,6 +192,11 @@ func (s *solver) bestNew(p *podInfo, cls *podClass, a *attempt, zok uint64, rec 
 					rec.tooSmall(pool.idx, cs[i].avail)
 					continue
 				}
+				if !slotFree(&cs[i]) {
+					rec.reject(pool.idx, stageReservations)
+					rec.fullReservation(pool.idx, &cs[i])
+					continue
+				}
 				if !s.limitOK(pool, cs[i].cap, true) {
 					rec.reject(pool.idx, stageLimits)
 					continue
@@ -246,6 +254,10 @@ func (s *solver) open(pool *poolInfo, z, idx int, cls *podClass) *node {
 	n := s.newNodeBase("")
 	n.pool, n.z, n.minIdx = pool, z, idx
 	n.compat = allCompat(len(cls.perPool[pool.idx].bits[z]))
+	if r := pool.cands[z][idx].resv; r != nil {
+		r.left--
+	}
+	n.pinOffering()
 	pool.used = pool.used.add(pool.cands[z][idx].cap)
 	pool.nodes++
 	s.zoneNew[z]++

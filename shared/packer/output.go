@@ -58,7 +58,7 @@ func (s *solver) finish(plan *Plan) {
 // otherwise the cheapest.
 func (s *solver) finalIdx(n *node) int {
 	cs := n.pool.cands[n.z]
-	if cs[n.minIdx].ct == karpenter.CapacityTypeSpot {
+	if cs[n.minIdx].ct == karpenter.CapacityTypeSpot || cs[n.minIdx].resv != nil {
 		return n.minIdx
 	}
 	for i := n.minIdx + 1; i < len(cs); i++ {
@@ -148,6 +148,9 @@ func (s *solver) newNode(n *node, pods []string) (nn NewNode, why string) {
 	if n.pool.nc != nil {
 		nn.NodeClass = n.pool.nc.Name
 	}
+	if c.resv != nil {
+		nn.CapacityReservationID = c.resv.id
+	}
 	if len(n.extra) > 0 {
 		nn.Labels = make(map[string]string, len(c.fullLabels())+len(n.extra))
 		for k, v := range c.fullLabels() {
@@ -168,7 +171,7 @@ func (s *solver) newNode(n *node, pods []string) (nn NewNode, why string) {
 	// option of every NodeClaim it plans from what the limits leave).
 	var beyond vec
 	for i := fi; i < len(cs); i++ {
-		if cs[i].ct != c.ct || !bitSet(n.compat, i) || !n.used.fits(cs[i].avail) {
+		if cs[i].ct != c.ct || cs[i].resv != c.resv || !bitSet(n.compat, i) || !n.used.fits(cs[i].avail) {
 			continue
 		}
 		fitting++
@@ -226,6 +229,10 @@ func (s *solver) requirementsFor(n *node, nn NewNode) []karpenter.NodeSelectorRe
 		switch r.Key {
 		case corev1.LabelInstanceTypeStable, corev1.LabelTopologyZone, karpenter.CapacityTypeLabelKey:
 			continue
+		case karpenter.LabelCapacityReservationID:
+			if nn.CapacityReservationID != "" {
+				continue
+			}
 		}
 		out = append(out, r)
 	}
@@ -235,6 +242,10 @@ func (s *solver) requirementsFor(n *node, nn NewNode) []karpenter.NodeSelectorRe
 		karpenter.NodeSelectorRequirementWithMinValues{Key: karpenter.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{nn.CapacityType}},
 		karpenter.NodeSelectorRequirementWithMinValues{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{nn.Zone}},
 	)
+	if nn.CapacityReservationID != "" {
+		out = append(out, karpenter.NodeSelectorRequirementWithMinValues{Key: karpenter.LabelCapacityReservationID,
+			Operator: corev1.NodeSelectorOpIn, Values: []string{nn.CapacityReservationID}})
+	}
 	keys := make([]string, 0, len(n.extra))
 	for k := range n.extra {
 		keys = append(keys, k)

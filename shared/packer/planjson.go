@@ -105,6 +105,10 @@ func (e *planEncoder) newNode(n *NewNode) {
 	e.str(n.InstanceType)
 	e.raw(`,"capacityType":`)
 	e.str(n.CapacityType)
+	if n.CapacityReservationID != "" {
+		e.raw(`,"capacityReservationID":`)
+		e.str(n.CapacityReservationID)
+	}
 	e.raw(`,"zone":`)
 	e.str(n.Zone)
 	e.raw(`,"pricePerHour":`)

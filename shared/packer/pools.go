@@ -36,6 +36,9 @@ type cand struct {
 	// dsPorts are the host ports of the DaemonSets that land on it: a pod binding
 	// one of them cannot run there.
 	dsPorts []portKey
+	// resv is the capacity reservation it launches into (ct reserved; labels
+	// set at creation, oi -1), nil for every other offering: see reserved.go.
+	resv *reservation
 }
 
 // poolInfo is a NodePool prepared for one solve.
@@ -67,7 +70,10 @@ type poolInfo struct {
 	nodes    int64
 	// byCap lists each zone's candidate indexes by capacity in the first
 	// limited dimension (built on first use under a limit; see growIdx).
-	byCap    [][]int32
+	byCap [][]int32
+	// resvBits are, per zone, the candidates that are reservations (nil when
+	// the pool has none).
+	resvBits [][]uint64
 	unusable string
 	overKey  string // its EC2NodeClass's overhead, keyed for Prepared.res
 	labelKey string // labels' key in Prepared.nodeLabels
@@ -90,6 +96,7 @@ func wellKnownKey(k string) bool {
 }
 
 func (s *solver) buildPools() {
+	s.buildReservations()
 	classes := map[string]*karpenter.EC2NodeClass{}
 	for _, nc := range s.snap.NodeClasses {
 		classes[nc.Name] = nc
@@ -267,7 +274,7 @@ func (s *solver) buildCandidates(p *poolInfo) {
 		for _, ref := range prep.zoneOrder[zone] {
 			it := &types[ref.ti]
 			o := &it.Offerings[ref.oi]
-			if !o.Available || !typeMatches(int(ref.ti)) || !offeringMatches(reqs, o, p.zoneIDs) {
+			if !o.Available || !typeMatches(int(ref.ti)) || !offeringMatches(reqs, o.Zone, o.CapacityType, nil, p.zoneIDs) {
 				continue
 			}
 			if n := len(picked); n > 0 && compareOffers(types, picked[n-1], ref) > 0 {
@@ -276,9 +283,10 @@ func (s *solver) buildCandidates(p *poolInfo) {
 			picked = append(picked, ref)
 		}
 		cs := make([]cand, 0, len(picked))
-		for _, ref := range picked {
-			ti := int(ref.ti)
-			it := &types[ti]
+		// add completes c (resources, DaemonSets) and keeps it unless the
+		// DaemonSets alone overflow it.
+		add := func(c cand) {
+			ti := int(c.ti)
 			if vecs == nil {
 				res = make([]*typeRes, len(types))
 				vecs = make([]*[2]vec, len(types))
@@ -287,23 +295,35 @@ func (s *solver) buildCandidates(p *poolInfo) {
 				res[ti] = prep.resources(ti, p.overKey, over)
 				vecs[ti] = &[2]vec{s.dims.vecOf(res[ti].allocQ), s.dims.vecOf(res[ti].capQ)}
 			}
-			c := cand{it: it, ct: it.Offerings[ref.oi].CapacityType, price: it.Offerings[ref.oi].PricePerHour,
-				avail: vecs[ti][0], cap: vecs[ti][1], prep: prep, pool: p, ti: ref.ti, oi: ref.oi, res: res[ti]}
+			c.avail, c.cap, c.prep, c.pool, c.res = vecs[ti][0], vecs[ti][1], prep, p, res[ti]
 			for _, d := range s.daemonsets {
 				if s.dsLands(d, c.fullLabels(), p.taints) {
 					c.avail = c.avail.sub(d.req)
 					c.dsPorts = append(c.dsPorts, d.ports...)
 				}
 			}
-			if !(vec{}).fits(c.avail) {
-				continue // the DaemonSets alone overflow it
+			if (vec{}).fits(c.avail) {
+				cs = append(cs, c)
 			}
-			cs = append(cs, c)
+		}
+		for _, ref := range picked {
+			o := &types[ref.ti].Offerings[ref.oi]
+			add(cand{it: &types[ref.ti], ct: o.CapacityType, price: o.PricePerHour, ti: ref.ti, oi: ref.oi})
+		}
+		for _, r := range s.reservationsIn(p, zone) {
+			ti, ok := s.typeIndex[r.instanceType]
+			if !ok || !typeMatches(ti) || !offeringMatches(reqs, zone, karpenter.CapacityTypeReserved, r, p.zoneIDs) {
+				continue
+			}
+			add(cand{it: &types[ti], ct: karpenter.CapacityTypeReserved, price: reservedPrice(&types[ti], zone), ti: int32(ti), oi: -1,
+				resv: r, labels: s.reservedLabels(ti, p, r)})
+			sorted = false
 		}
 		if !sorted {
 			cs = sortCands(cs)
 		}
 		p.cands[z] = cs
+		p.markReserved(z)
 	}
 	any := false
 	for z, cs := range p.cands {
@@ -318,26 +338,15 @@ func (s *solver) buildCandidates(p *poolInfo) {
 }
 
 // offeringMatches checks the requirements an offering decides (zone, its zone ID
-// by the pool's class, region, capacity type).
-func offeringMatches(reqs []karpenter.NodeSelectorRequirementWithMinValues, o *catalog.Offering, zoneIDs map[string]string) bool {
-	for _, r := range reqs {
-		if !offeringKey(r.Key) {
+// by the pool's class, region, capacity type, and a reservation's ID and type;
+// r is nil for an offering that is not a reservation).
+func offeringMatches(reqs []karpenter.NodeSelectorRequirementWithMinValues, zone, capacityType string, r *reservation, zoneIDs map[string]string) bool {
+	for _, q := range reqs {
+		if !offeringKey(q.Key) {
 			continue
 		}
-		var v string
-		var ok bool
-		switch r.Key {
-		case corev1.LabelTopologyZone:
-			v, ok = o.Zone, true
-		case karpenter.CapacityTypeLabelKey:
-			v, ok = o.CapacityType, true
-		case corev1.LabelTopologyRegion:
-			v = catalog.RegionOfZone(o.Zone)
-			ok = v != ""
-		case karpenter.LabelTopologyZoneID:
-			v, ok = zoneIDs[o.Zone]
-		}
-		if !r.Matches(v, ok) {
+		v, ok := offeringValue(q.Key, zone, capacityType, r, zoneIDs)
+		if !q.Matches(v, ok) {
 			return false
 		}
 	}
@@ -354,7 +363,10 @@ func sortCands(cs []cand) []cand {
 	}
 	slices.SortFunc(order, func(i, j int) int {
 		a, b := &cs[i], &cs[j]
-		return offerOrder(a.price, a.ct, a.it.Name, b.price, b.ct, b.it.Name)
+		if c := offerOrder(a.price, a.ct, a.it.Name, b.price, b.ct, b.it.Name); c != 0 || a.resv == nil || b.resv == nil {
+			return c
+		}
+		return strings.Compare(a.resv.id, b.resv.id) // two reservations of one type in one zone
 	})
 	out := make([]cand, len(cs))
 	for i, k := range order {
@@ -366,7 +378,7 @@ func sortCands(cs []cand) []cand {
 // offeringKey reports the label keys an offering, not the instance type, decides.
 func offeringKey(k string) bool {
 	return k == corev1.LabelTopologyZone || k == karpenter.CapacityTypeLabelKey || k == corev1.LabelTopologyRegion ||
-		k == karpenter.LabelTopologyZoneID
+		k == karpenter.LabelTopologyZoneID || reservationKey(k)
 }
 
 // zoneIDsKey renders a class's zone IDs for a pool's label key: pools whose

@@ -23,6 +23,9 @@ const (
 	stageClass stage = iota
 	// stageRoom: no type the pod may use holds its requests.
 	stageRoom
+	// stageReservations: the types that hold it are capacity reservations with
+	// no slot left (see reserved.go).
+	stageReservations
 	// stageLimits: the types that hold it would break the pool's limits.
 	stageLimits
 	// stageMinValues: the types that hold it within the limits span too few
@@ -43,6 +46,8 @@ type poolRejection struct {
 	// largest is the largest allocatable (less DaemonSets) among the types the
 	// pod may use that were too small for it.
 	largest vec
+	// full are the reservations that would hold it but had no slot left.
+	full []string
 }
 
 // start clears the record for a new attempt. Every method does nothing on a nil
@@ -88,6 +93,8 @@ func (s *solver) unplacedReason(p *podInfo) string {
 		case stageRoom:
 			reasons = append(reasons, fmt.Sprintf("NodePool %s: no instance type has room for requests %s (largest allocatable less DaemonSets: %s)",
 				pool.name, s.dims.describe(p.req), s.dims.describe(r.largest)))
+		case stageReservations:
+			reasons = append(reasons, s.fullText(pool, r.full))
 		case stageLimits:
 			reasons = append(reasons, fmt.Sprintf("NodePool %s: its limits (%s) leave no room for another node that fits", pool.name, s.limitsText(pool)))
 		case stageMinValues:

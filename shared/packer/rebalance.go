@@ -37,7 +37,7 @@ func (s *solver) rebalance() {
 	for _, n := range s.nodes {
 		// A pool with minValues needs its nodes' options to span enough values; a
 		// pod moving in can narrow them, so its nodes keep what they were given.
-		if n.existing || len(n.pods) == 0 || len(n.pool.minVals) > 0 {
+		if n.existing || len(n.pods) == 0 || len(n.pool.minVals) > 0 || n.inReservation() {
 			continue
 		}
 		k := [2]int{n.pool.idx, n.z}
@@ -287,4 +287,5 @@ func (s *solver) refreshCompat(n *node) {
 	for _, lv := range s.topo.labels {
 		s.applyPin(lv, n)
 	}
+	n.pinOffering()
 }

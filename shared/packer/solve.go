@@ -170,6 +170,11 @@ type solver struct {
 	checkedLen        int
 	// maskBuf is scratch space for minValuesWith.
 	maskBuf []uint64
+	// resv are the snapshot's capacity reservations by ID, resvOrder the same
+	// by ID order, typeIndex the catalog's types by name (see reserved.go).
+	resv      map[string]*reservation
+	resvOrder []*reservation
+	typeIndex map[string]int
 }
 
 // Solve plans the snapshot. It never fails as a whole: a pod that cannot be

@@ -30,6 +30,27 @@ type Snapshot struct {
 	NodeClasses []*karpenter.EC2NodeClass
 	// Catalog lists the instance types and offerings (with availability) to choose from.
 	Catalog *catalog.Catalog
+	// Reservations are the capacity reservations the EC2NodeClasses select, with
+	// how many more instances each takes now (see reserved.go): each is one more
+	// offering for the pools of those classes, and the plan opens no more nodes
+	// in one than it has slots for, across all pools.
+	Reservations []Reservation
+}
+
+// Reservation is an on-demand capacity reservation as the engine plans it:
+// instances of one type in one zone, capacity type reserved.
+type Reservation struct {
+	ID           string `json:"id"`
+	InstanceType string `json:"instanceType"`
+	Zone         string `json:"zone"`
+	// Type is default or capacity-block (the node's
+	// karpenter.k8s.aws/capacity-reservation-type label); empty means default.
+	Type string `json:"type,omitempty"`
+	// Available is how many more instances it can take now.
+	Available int `json:"available"`
+	// NodeClasses name the EC2NodeClasses whose capacityReservationSelectorTerms
+	// select it: only their pools may launch into it.
+	NodeClasses []string `json:"nodeClasses"`
 }
 
 // NodeState is an existing node and the pods bound to it.
@@ -50,13 +71,16 @@ type Plan struct {
 
 // NewNode is a NodeClaim to create.
 type NewNode struct {
-	Name         string  `json:"name"`
-	NodePool     string  `json:"nodePool"`
-	NodeClass    string  `json:"nodeClass"`
-	InstanceType string  `json:"instanceType"`
-	CapacityType string  `json:"capacityType"`
-	Zone         string  `json:"zone"`
-	PricePerHour float64 `json:"pricePerHour"`
+	Name         string `json:"name"`
+	NodePool     string `json:"nodePool"`
+	NodeClass    string `json:"nodeClass"`
+	InstanceType string `json:"instanceType"`
+	CapacityType string `json:"capacityType"`
+	// CapacityReservationID is the reservation a reserved node launches into
+	// (CapacityType reserved), and only into: its slot was counted by the plan.
+	CapacityReservationID string  `json:"capacityReservationID,omitempty"`
+	Zone                  string  `json:"zone"`
+	PricePerHour          float64 `json:"pricePerHour"`
 	// Options are the instance types that fit all Pods, cheapest first; the launch may
 	// fall back along them (InstanceType is Options[0]).
 	Options []string `json:"options"`

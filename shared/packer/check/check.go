@@ -19,6 +19,7 @@ package check
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -56,6 +57,7 @@ func Plan(snap *packer.Snapshot, plan *packer.Plan, cat *catalog.Catalog) []erro
 	c.topology()
 	c.poolLimits()
 	c.prices()
+	c.reservationCounts()
 	c.unschedulable()
 	return c.errs
 }
@@ -541,8 +543,10 @@ func (c *checker) newNodeFacts() {
 		v.typ = it
 		v.capacity = typeCapacity(it)
 		v.alloc = c.allocatable(it, c.classes[class])
-		off, ok := findOffering(it, nn.Zone, nn.CapacityType)
+		off, ok, why := c.nodeOffering(nn, it)
 		switch {
+		case why != "":
+			c.errorf("%s: %s", name, why)
 		case !ok:
 			c.errorf("%s: %s has no %s offering in %s", name, it.Name, nn.CapacityType, nn.Zone)
 		case !off.Available:
@@ -554,6 +558,10 @@ func (c *checker) newNodeFacts() {
 			off = catalog.Offering{Zone: nn.Zone, CapacityType: nn.CapacityType}
 		}
 		want := c.expectedLabels(np, it, off)
+		if rl := c.reservationLabels(nn); rl != nil {
+			want = maps.Clone(want)
+			maps.Copy(want, rl)
+		}
 		for k, wv := range want {
 			if got, has := nn.Labels[k]; !has {
 				c.errorf("%s: label %s missing (want %q)", name, k, wv)
@@ -641,7 +649,7 @@ func (c *checker) checkOptions(v *nodeView, np *karpenter.NodePool, class string
 	// carry over to every option.
 	extra := map[string]string{}
 	if v.typ != nil {
-		if off, ok := findOffering(v.typ, nn.Zone, nn.CapacityType); ok {
+		if off, ok, _ := c.nodeOffering(nn, v.typ); ok {
 			base := c.expectedLabels(np, v.typ, off)
 			for k, val := range nn.Labels {
 				if _, ok := base[k]; !ok {
@@ -680,7 +688,7 @@ func (c *checker) checkOptions(v *nodeView, np *karpenter.NodePool, class string
 			c.errorf("%s: option %s is not in the catalog", name, o)
 			continue
 		}
-		off, ok := findOffering(it, nn.Zone, nn.CapacityType)
+		off, ok, _ := c.nodeOffering(nn, it)
 		if !ok || !off.Available {
 			c.errorf("%s: option %s has no available %s offering in %s", name, o, nn.CapacityType, nn.Zone)
 			continue
