@@ -53,6 +53,11 @@ type LaunchRequest struct {
 	// Reserved is tried first when allowed (a free slot in one of the class's
 	// capacity reservations), then spot, then on-demand.
 	CapacityTypes []string
+	// CapacityReservationID, when set, is the reservation the engine planned the
+	// node in (its slot counted): the launch goes into that reservation and
+	// nowhere else, and fails with ErrInsufficientCapacity when it is full, so
+	// the next plan, without it, falls back to spot or on-demand.
+	CapacityReservationID string
 	// Labels and Taints (pool taints and startup taints) go into user data.
 	Labels map[string]string
 	Taints []corev1.Taint
@@ -132,7 +137,8 @@ type launchPlan struct {
 func (p *Provider) Launch(ctx context.Context, req LaunchRequest) (Instance, error) {
 	inst, err := p.launchIn(ctx, req)
 	fallback := slices.DeleteFunc(slices.Clone(req.FallbackZones), func(z string) bool { return slices.Contains(req.Zones, z) })
-	if err == nil || !errors.Is(err, ErrInsufficientCapacity) || len(req.Zones) == 0 || (len(fallback) == 0 && !req.FallbackAnyZone) {
+	if err == nil || !errors.Is(err, ErrInsufficientCapacity) || len(req.Zones) == 0 || (len(fallback) == 0 && !req.FallbackAnyZone) ||
+		req.CapacityReservationID != "" { // a reservation's zone is its own
 		return inst, err
 	}
 	if req.FallbackAnyZone {
@@ -159,6 +165,9 @@ func (p *Provider) launchIn(ctx context.Context, req LaunchRequest) (Instance, e
 	var dry []DryRunResult
 	if inst, ok, err := p.launchReserved(ctx, plan, &dry); err != nil || ok {
 		return inst, err
+	} else if req.CapacityReservationID != "" {
+		return inst, fmt.Errorf("launching NodeClaim %s into capacity reservation %s (%s): %w: the reservation took no instance",
+			req.NodeClaim, req.CapacityReservationID, strings.Join(req.InstanceTypes, ","), ErrInsufficientCapacity)
 	}
 	calls := 0
 	var tried []string

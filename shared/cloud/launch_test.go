@@ -710,3 +710,47 @@ func TestReservedFirstThenOnDemand(t *testing.T) {
 		t.Errorf("reserved only, reservation full: %+v, %v; want ErrInsufficientCapacity", inst, err)
 	}
 }
+
+// TestLaunchIntoPlannedReservation: a node the engine planned in a reservation
+// (LaunchRequest.CapacityReservationID) goes into that reservation, not another
+// of the same type the class also selects; once it is full the launch fails with
+// ErrInsufficientCapacity, launches nothing on-demand, and the unavailable
+// cache remembers that reservation (the next plan leaves it out).
+func TestLaunchIntoPlannedReservation(t *testing.T) {
+	e := newEnvFor(t, "awssim")
+	ctx := context.Background()
+	const planned, other = "cr-0b1b2c3d4e5f60718", "cr-0a1b2c3d4e5f60718"
+	if err := e.sim.Apply(awssim.Seed{CapacityReservations: []awssim.CapacityReservation{
+		{ID: other, InstanceType: "p5.48xlarge", Zone: "us-east-1b", TotalCount: 4, Tags: map[string]string{"purpose": "training"}},
+		{ID: planned, InstanceType: "p5.48xlarge", Zone: "us-east-1b", TotalCount: 1, Tags: map[string]string{"purpose": "training"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	nc := e.loadClass("seed002-gpu.yaml")
+	nc.Spec.CapacityReservationSelectorTerms = []karpenter.CapacityReservationSelectorTerm{{Tags: map[string]string{"purpose": "training"}}}
+	req := func(claim string) LaunchRequest {
+		return LaunchRequest{NodeClaim: claim, NodePool: "training", NodeClass: nc, InstanceTypes: []string{"p5.48xlarge"},
+			Zones: []string{"us-east-1b"}, CapacityTypes: []string{karpenter.CapacityTypeReserved}, CapacityReservationID: planned,
+			Labels: map[string]string{karpenter.NodePoolLabelKey: "training"}}
+	}
+	p := e.provider()
+	first, err := p.Launch(ctx, req("training-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := e.sim.Instance(first.ID); first.CapacityReservationID != planned || in.CapacityReservationID != planned {
+		t.Fatalf("launch %+v (instance in %q): want it in the planned reservation %s", first, in.CapacityReservationID, planned)
+	}
+	before := len(e.sim.State().Instances)
+	second, err := p.Launch(ctx, req("training-2"))
+	if !errors.Is(err, ErrInsufficientCapacity) || second.ID != "" || len(e.sim.State().Instances) != before {
+		t.Fatalf("planned reservation full: %+v, %v; want ErrInsufficientCapacity and nothing launched (not the other reservation, not on-demand)", second, err)
+	}
+	if !strings.Contains(err.Error(), planned) {
+		t.Errorf("error %q does not name the reservation", err)
+	}
+	if !p.Unavailable().IsUnavailable("p5.48xlarge", "us-east-1b", ReservedCapacityType(planned)) ||
+		p.Unavailable().IsUnavailable("p5.48xlarge", "us-east-1b", ReservedCapacityType(other)) {
+		t.Error("want the full reservation, and only it, marked unavailable")
+	}
+}

@@ -18,6 +18,7 @@ func RequestFor(n packer.NewNode, nc *karpenter.EC2NodeClass) LaunchRequest {
 	req := LaunchRequest{
 		NodeClaim: n.Name, NodePool: n.NodePool, NodeClass: nc,
 		InstanceTypes: slices.Clone(n.Options), Labels: n.Labels, Taints: slices.Clone(n.Taints),
+		CapacityReservationID: n.CapacityReservationID,
 	}
 	if len(req.InstanceTypes) == 0 && n.InstanceType != "" {
 		req.InstanceTypes = []string{n.InstanceType}

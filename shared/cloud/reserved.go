@@ -37,13 +37,40 @@ func (p *Provider) reservedCandidates(ctx context.Context, plan *launchPlan) ([]
 			continue
 		}
 		for _, cr := range crs {
+			if req.CapacityReservationID != "" {
+				// The plan counted this reservation's slot: EC2, not a count read
+				// earlier in the invocation, says whether it still has one.
+				if cr.ID == req.CapacityReservationID && cr.InstanceType == it && p.subnetIn(plan, cr.Zone) != nil {
+					out = append(out, cr)
+				}
+				continue
+			}
 			if cr.InstanceType == it && cr.Available > 0 && zoneOK(cr.Zone) && p.subnetIn(plan, cr.Zone) != nil &&
-				!p.unavailable.IsUnavailable(it, cr.Zone, karpenter.CapacityTypeReserved+"/"+cr.ID) {
+				!p.unavailable.IsUnavailable(it, cr.Zone, ReservedCapacityType(cr.ID)) {
 				out = append(out, cr)
 			}
 		}
 	}
 	return out, nil
+}
+
+// ReservedCapacityType is the capacity type under which the unavailable-offerings
+// cache remembers a full reservation: one per reservation, so a full one does
+// not hide another of the same type and zone.
+func ReservedCapacityType(id string) string { return karpenter.CapacityTypeReserved + "/" + id }
+
+// tookSlot lowers the remembered available count of reservation id after a
+// launch into it, so the invocation's later reads see the slot gone.
+func (p *Provider) tookSlot(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, crs := range p.reservations {
+		for i := range crs {
+			if crs[i].ID == id && crs[i].Available > 0 {
+				crs[i].Available--
+			}
+		}
+	}
 }
 
 // subnetIn is the class's usable subnet with the most free addresses in zone.
@@ -107,10 +134,11 @@ func (p *Provider) launchReserved(ctx context.Context, plan *launchPlan, dry *[]
 			inst, err := p.keepOne(ctx, plan, launched)
 			inst.FleetCalls, inst.LaunchTemplate = calls, spec.name
 			inst.CapacityType, inst.CapacityReservationID, inst.CapacityReservationType = karpenter.CapacityTypeReserved, cr.ID, cr.Type
+			p.tookSlot(cr.ID)
 			return inst, true, err
 		}
 		// A full (or vanished) reservation: the next launch of this invocation leaves it out.
-		p.unavailable.MarkUnavailable(cr.InstanceType, cr.Zone, karpenter.CapacityTypeReserved+"/"+cr.ID)
+		p.unavailable.MarkUnavailable(cr.InstanceType, cr.Zone, ReservedCapacityType(cr.ID))
 		p.log.Info("capacity reservation took no instance; trying the next", "nodeClaim", plan.req.NodeClaim, "reservation", cr.ID,
 			"errors", summarizeErrors(out.Errors))
 	}

@@ -27,6 +27,9 @@ type Cloud interface {
 	Unavailable() *cloud.UnavailableOfferings
 	// ResolveNodeClass resolves an EC2NodeClass's selectors to the status Karpenter writes.
 	ResolveNodeClass(ctx context.Context, nc *karpenter.EC2NodeClass) (cloud.Resolved, error)
+	// CapacityReservations are the active reservations the class selects, with
+	// their available counts as EC2 reports them now.
+	CapacityReservations(ctx context.Context, nc *karpenter.EC2NodeClass) ([]cloud.CapacityReservation, error)
 }
 
 // Deps are what one invocation works with. Production builds them from the

@@ -243,12 +243,16 @@ func (d *Deps) dryRunLaunch(ctx context.Context, j *launchJob) {
 }
 
 func launchRequest(pool *karpenter.NodePool, class *karpenter.EC2NodeClass, nn *packer.NewNode) cloud.LaunchRequest {
-	return cloud.LaunchRequest{
+	req := cloud.LaunchRequest{
 		NodePool: pool.Name, NodeClass: class, InstanceTypes: nn.Options, Zones: []string{nn.Zone},
 		FallbackZones: cloud.AllowedZones(nn.Requirements), FallbackAnyZone: cloud.AllowedZones(nn.Requirements) == nil,
-		CapacityTypes: capacityTypes(pool, class, nn.CapacityType), Labels: nn.Labels,
+		CapacityTypes: capacityTypes(pool, nn.CapacityType), CapacityReservationID: nn.CapacityReservationID, Labels: nn.Labels,
 		Taints: append(append([]corev1.Taint(nil), pool.Spec.Template.Spec.Taints...), pool.Spec.Template.Spec.StartupTaints...),
 	}
+	if req.CapacityReservationID != "" {
+		req.FallbackZones, req.FallbackAnyZone = nil, false // the reservation's zone is the node's
+	}
+	return req
 }
 
 // launchRecord is what the NodeClaim records about its instance, and the price of
@@ -339,41 +343,62 @@ func nodeClaimFor(pool *karpenter.NodePool, class *karpenter.EC2NodeClass, nn *p
 
 // capacityTypes are the capacity types a node may launch with: the plan's choice
 // first, then on-demand when the pool allows it, so a spot shortage falls back.
-func capacityTypes(pool *karpenter.NodePool, class *karpenter.EC2NodeClass, chosen string) []string {
-	allows := func(ct string) bool {
-		for _, r := range pool.Spec.Template.Spec.Requirements {
-			if r.Key == karpenter.CapacityTypeLabelKey && !r.MatchesLabels(map[string]string{karpenter.CapacityTypeLabelKey: ct}) {
-				return false
-			}
-		}
-		return true
+// A node planned in a capacity reservation launches there only: the plan
+// counted its slot, and a full reservation is for the next plan to replace.
+func capacityTypes(pool *karpenter.NodePool, chosen string) []string {
+	if chosen == karpenter.CapacityTypeReserved {
+		return []string{chosen}
 	}
-	var out []string
-	// A free slot in one of the class's reservations comes first when the pool
-	// names reserved capacity: Karpenter prices reserved offerings far below
-	// on-demand, so it always prefers them.
-	if chosen != karpenter.CapacityTypeReserved && class != nil && len(class.Spec.CapacityReservationSelectorTerms) > 0 &&
-		requiresCapacityType(pool, karpenter.CapacityTypeReserved) {
-		out = append(out, karpenter.CapacityTypeReserved)
-	}
-	out = append(out, chosen)
-	if chosen == karpenter.CapacityTypeSpot && allows(karpenter.CapacityTypeOnDemand) {
+	out := []string{chosen}
+	if chosen == karpenter.CapacityTypeSpot && allowsCapacityType(pool, karpenter.CapacityTypeOnDemand) {
 		out = append(out, karpenter.CapacityTypeOnDemand)
 	}
 	return out
 }
 
-// requiresCapacityType reports whether the pool's capacity-type requirement
-// names ct: reserved capacity is used only when asked for, as Karpenter's
-// default capacity-type requirement leaves it out.
-func requiresCapacityType(pool *karpenter.NodePool, ct string) bool {
+// allowsCapacityType reports whether the pool's requirements admit ct.
+func allowsCapacityType(pool *karpenter.NodePool, ct string) bool {
 	for _, r := range pool.Spec.Template.Spec.Requirements {
-		if r.Key == karpenter.CapacityTypeLabelKey && r.MatchesLabels(map[string]string{karpenter.CapacityTypeLabelKey: ct}) &&
-			r.Operator == corev1.NodeSelectorOpIn {
-			return true
+		if r.Key == karpenter.CapacityTypeLabelKey && !r.MatchesLabels(map[string]string{karpenter.CapacityTypeLabelKey: ct}) {
+			return false
 		}
 	}
-	return false
+	return true
+}
+
+// reservations asks EC2 which capacity reservations each class selects and how
+// many instances each can still take, for the plan: a status another
+// controller wrote (or Karpenter's, left behind) is not trusted for that. A
+// reservation a launch found full is left out while the unavailable-offerings
+// cache remembers it. A class whose reservations cannot be read plans without
+// them (its pools fall back to spot and on-demand), logged, rather than failing
+// every pool.
+func (d *Deps) reservations(ctx context.Context, classes []*karpenter.EC2NodeClass) []packer.Reservation {
+	var out []packer.Reservation
+	at := map[string]int{}
+	for _, nc := range classes {
+		if len(nc.Spec.CapacityReservationSelectorTerms) == 0 {
+			continue
+		}
+		crs, err := d.Cloud.CapacityReservations(ctx, nc)
+		if err != nil {
+			d.log().Warn("could not read the EC2NodeClass's capacity reservations; planning without them", "nodeClass", nc.Name, "error", err.Error())
+			continue
+		}
+		for _, cr := range crs {
+			if u := d.Cloud.Unavailable(); u != nil && u.IsUnavailable(cr.InstanceType, cr.Zone, cloud.ReservedCapacityType(cr.ID)) {
+				continue
+			}
+			if i, ok := at[cr.ID]; ok {
+				out[i].NodeClasses = append(out[i].NodeClasses, nc.Name)
+				continue
+			}
+			at[cr.ID] = len(out)
+			out = append(out, packer.Reservation{ID: cr.ID, InstanceType: cr.InstanceType, Zone: cr.Zone, Type: cr.Type,
+				Available: int(cr.Available), NodeClasses: []string{nc.Name}})
+		}
+	}
+	return out
 }
 
 // markLaunched retries recording a launch whose first attempt failed with first:

@@ -61,6 +61,7 @@ func runProvisioner(ctx context.Context, d *Deps, ev events.Event, sum *Summary)
 	}
 	snap := st.Snapshot
 	snap.Catalog = cat
+	snap.Reservations = d.reservations(ctx, snap.NodeClasses)
 	plan := packer.Solve(&snap, packer.Options{Explain: true, Prepared: d.preparedFor(snap.Catalog)})
 	d.reportUnschedulable(ctx, st, plan)
 	got := d.launchPlan(ctx, st, cat, plan, "provisioning", sum)

@@ -335,6 +335,11 @@ func (r *Recorder) ResolveNodeClass(_ context.Context, nc *karpenter.EC2NodeClas
 	return cloud.Resolved{Status: nc.Status, AMIsResolved: len(nc.Status.AMIs) > 0}, nil
 }
 
+// CapacityReservations reads the wrapped cloud.
+func (r *Recorder) CapacityReservations(ctx context.Context, nc *karpenter.EC2NodeClass) ([]cloud.CapacityReservation, error) {
+	return r.cloud.CapacityReservations(ctx, nc)
+}
+
 // UpdateNodeClassStatus records a status that differs from the class's.
 func (r *Recorder) UpdateNodeClassStatus(_ context.Context, nc *karpenter.EC2NodeClass, resolved karpenter.EC2NodeClassStatus) (bool, error) {
 	if equality.Semantic.DeepEqual(nc.Status, resolved) {
