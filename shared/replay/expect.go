@@ -20,16 +20,18 @@ import (
 type Expectation struct {
 	At *Duration `json:"at,omitempty"`
 
-	AllPodsRunning   *bool  `json:"allPodsRunning,omitempty"`
-	PodsRunning      *Range `json:"podsRunning,omitempty"`
-	Pending          *Range `json:"pending,omitempty"`
-	Nodes            *Range `json:"nodes,omitempty"`
-	MaxNodes         *int   `json:"maxNodes,omitempty"`
-	PodOn            *PodOn `json:"podOn,omitempty"`
-	NoDisruptedTaint *bool  `json:"noDisruptedTaint,omitempty"`
-	NoOrphans        *bool  `json:"noOrphans,omitempty"`
-	Untouched        string `json:"untouched,omitempty"`
-	Gone             string `json:"gone,omitempty"`
+	AllPodsRunning *bool  `json:"allPodsRunning,omitempty"`
+	PodsRunning    *Range `json:"podsRunning,omitempty"`
+	Pending        *Range `json:"pending,omitempty"`
+	Nodes          *Range `json:"nodes,omitempty"`
+	MaxNodes       *int   `json:"maxNodes,omitempty"`
+	PodOn          *PodOn `json:"podOn,omitempty"`
+	// NodesWith counts the Nodes carrying every one of some labels.
+	NodesWith        *NodesWith `json:"nodesWith,omitempty"`
+	NoDisruptedTaint *bool      `json:"noDisruptedTaint,omitempty"`
+	NoOrphans        *bool      `json:"noOrphans,omitempty"`
+	Untouched        string     `json:"untouched,omitempty"`
+	Gone             string     `json:"gone,omitempty"`
 	// KarpenterAdoptable asks that every live NodeClaim, its Node and its instance
 	// carry what Karpenter needs to take them over (the way back from Joiner).
 	KarpenterAdoptable *bool     `json:"karpenterAdoptable,omitempty"`
@@ -70,6 +72,12 @@ type PodOn struct {
 	Labels map[string]string `json:"labels"`
 }
 
+// NodesWith bounds how many Nodes carry all of Labels.
+type NodesWith struct {
+	Labels map[string]string `json:"labels"`
+	Count  Range             `json:"count"`
+}
+
 // NeverJoined bounds the instances that never joined and names their cause.
 type NeverJoined struct {
 	Count Range  `json:"count"`
@@ -90,6 +98,7 @@ func (e Expectation) checks() []string {
 	for name, set := range map[string]bool{
 		"allPodsRunning": e.AllPodsRunning != nil, "podsRunning": e.PodsRunning != nil, "pending": e.Pending != nil,
 		"nodes": e.Nodes != nil, "maxNodes": e.MaxNodes != nil, "podOn": e.PodOn != nil,
+		"nodesWith":        e.NodesWith != nil,
 		"noDisruptedTaint": e.NoDisruptedTaint != nil, "noOrphans": e.NoOrphans != nil, "untouched": e.Untouched != "",
 		"gone": e.Gone != "", "karpenterAdoptable": e.KarpenterAdoptable != nil,
 		"launched": e.Launched != nil, "terminated": e.Terminated != nil, "interruptions": e.Interruptions != nil,
@@ -166,6 +175,8 @@ func (e Expectation) evaluate(v *view) (bool, string) {
 		return r.MaxNodes <= *e.MaxNodes, fmt.Sprintf("at most %d node(s) at once (want ≤ %d)", r.MaxNodes, *e.MaxNodes)
 	case e.PodOn != nil:
 		return podOn(v, e.PodOn)
+	case e.NodesWith != nil:
+		return nodesWith(v, e.NodesWith)
 	case e.NoDisruptedTaint != nil:
 		return noTaint(v)
 	case e.NoOrphans != nil:
@@ -338,6 +349,29 @@ func podOn(v *view, want *PodOn) (bool, string) {
 		return false, "no pod " + want.Pod
 	}
 	return false, strings.Join(seen, "; ")
+}
+
+func nodesWith(v *view, want *NodesWith) (bool, string) {
+	var names []string
+	for i := range v.nodes {
+		n := &v.nodes[i]
+		ok := true
+		for k, val := range want.Labels {
+			if n.Labels[k] != val {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			names = append(names, n.Name)
+		}
+	}
+	slices.Sort(names)
+	detail := fmt.Sprintf("%d node(s) (want %s)", len(names), &want.Count)
+	if len(names) > 0 {
+		detail += ": " + strings.Join(names, ", ")
+	}
+	return want.Count.in(float64(len(names))), detail
 }
 
 func noTaint(v *view) (bool, string) {

@@ -347,6 +347,9 @@ func (sc *Scenario) validate() error {
 		if e.At != nil && (*e.At < 0 || *e.At > sc.Duration) {
 			ps.add(fmt.Sprintf("expect[%d].at", i), "%s is out of range: want 0 to the duration (%s)", e.At.D(), sc.Duration.D())
 		}
+		if e.NodesWith != nil && len(e.NodesWith.Labels) == 0 {
+			ps.add(fmt.Sprintf("expect[%d].nodesWith.labels", i), "required: the labels the nodes counted carry")
+		}
 	}
 	if len(ps) > 0 {
 		return errors.New(strings.Join(ps, "; "))
