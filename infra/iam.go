@@ -255,6 +255,16 @@ func instanceProfileStatements(cfg Config, a arns) []statement {
 			Resources: profiles,
 		},
 		{
+			// The consolidator lists profiles once per container to find those of
+			// classes deleted while it did not run. IAM evaluates
+			// ListInstanceProfiles against "*", not a profile ARN, so a grant on
+			// instance-profile/* denies it: a statement of its own, as Karpenter's
+			// reference policy AllowUnscopedInstanceProfileListAction.
+			Sid:       "IAMListInstanceProfiles",
+			Actions:   []string{"iam:ListInstanceProfiles"},
+			Resources: []string{"*"},
+		},
+		{
 			Sid:       "IAMCreateTaggedInstanceProfiles",
 			Actions:   []string{"iam:CreateInstanceProfile"},
 			Resources: profiles,

@@ -430,6 +430,9 @@ func expectedFunctionStatements(s *synthesized) map[string]map[string]any {
 		// The instance profiles of classes with spec.role, scoped by the tags
 		// Joiner (and Karpenter) put on them.
 		"IAMReadInstanceProfiles": {"Effect": "Allow", "Action": "iam:GetInstanceProfile", "Resource": profiles},
+		// IAM evaluates ListInstanceProfiles against "*" (Karpenter's
+		// AllowUnscopedInstanceProfileListAction): scoped to profile ARNs it is denied.
+		"IAMListInstanceProfiles": {"Effect": "Allow", "Action": "iam:ListInstanceProfiles", "Resource": "*"},
 		"IAMCreateTaggedInstanceProfiles": {"Effect": "Allow", "Action": "iam:CreateInstanceProfile", "Resource": profiles,
 			"Condition": map[string]any{
 				"StringEquals": map[string]any{"aws:RequestTag/" + owned: "owned", "aws:RequestTag/eks:eks-cluster-name": s.cfg.ClusterName,

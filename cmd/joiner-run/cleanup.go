@@ -8,13 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/aws-sdk-go-v2/service/iam"
 
 	"github.com/joiner-autoscaler/joiner/cmd/internal/cli"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
@@ -81,7 +79,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "joiner cleanup: %v\n", err)
 		return 1
 	}
-	if err := cleanup(ctx, p, clients.EC2, iam.NewFromConfig(cfg), *cluster, cfg.Region, *dryRun, stdout); err != nil {
+	if err := cleanup(ctx, p, clients.EC2, *cluster, cfg.Region, *dryRun, stdout); err != nil {
 		fmt.Fprintf(stderr, "joiner cleanup: %v\n", err)
 		return 1
 	}
@@ -90,7 +88,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // cleanup terminates the owned instances and deletes the owned launch templates,
 // through shared/cloud, which refuses anything not Joiner's.
-func cleanup(ctx context.Context, p *cloud.Provider, api cloud.EC2API, iamAPI profileLister, cluster, region string, dryRun bool, out io.Writer) error {
+func cleanup(ctx context.Context, p *cloud.Provider, api cloud.EC2API, cluster, region string, dryRun bool, out io.Writer) error {
 	verb := map[bool]string{false: "terminating", true: "would terminate"}[dryRun]
 	owned, err := p.ListOwned(ctx)
 	if err != nil {
@@ -139,7 +137,7 @@ func cleanup(ctx context.Context, p *cloud.Provider, api cloud.EC2API, iamAPI pr
 		}
 		templates += len(names)
 	}
-	profiles, err := cleanupProfiles(ctx, p, iamAPI, cluster, region, dryRun, out)
+	profiles, err := cleanupProfiles(ctx, p, cluster, region, dryRun, out)
 	if err != nil {
 		return err
 	}
@@ -153,50 +151,19 @@ func cleanup(ctx context.Context, p *cloud.Provider, api cloud.EC2API, iamAPI pr
 	return nil
 }
 
-// profileLister lists instance profiles and reads their tags.
-type profileLister interface {
-	iam.ListInstanceProfilesAPIClient
-	GetInstanceProfile(context.Context, *iam.GetInstanceProfileInput, ...func(*iam.Options)) (*iam.GetInstanceProfileOutput, error)
-}
-
 // cleanupProfiles deletes the instance profiles Joiner created for the cluster's
 // EC2NodeClasses (spec.role): a profile named as Joiner names its class's profile
 // and tagged with the cluster and that class. cloud's DeleteInstanceProfile reads
 // it again and checks both before removing its role and deleting it.
-func cleanupProfiles(ctx context.Context, p *cloud.Provider, api profileLister, cluster, region string, dryRun bool, out io.Writer) (int, error) {
-	owner := "kubernetes.io/cluster/" + cluster
-	var classes []string
-	pg := iam.NewListInstanceProfilesPaginator(api, &iam.ListInstanceProfilesInput{})
-	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("ListInstanceProfiles: %w", err)
-		}
-		for _, ip := range page.InstanceProfiles {
-			name := aws.ToString(ip.InstanceProfileName)
-			if !strings.HasPrefix(name, cluster+"_") {
-				continue
-			}
-			// ListInstanceProfiles returns no tags; GetInstanceProfile does.
-			got, err := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
-			if err != nil {
-				return 0, fmt.Errorf("GetInstanceProfile %s: %w", name, err)
-			}
-			tags := map[string]string{}
-			for _, t := range got.InstanceProfile.Tags {
-				tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
-			}
-			class := tags[cloud.TagNodeClass]
-			if tags[owner] != "owned" || class == "" || cloud.InstanceProfileName(cluster, region, class) != name {
-				continue
-			}
-			if dryRun {
-				fmt.Fprintf(out, "would delete instance profile %s (EC2NodeClass %s)\n", name, class)
-			}
-			classes = append(classes, class)
-		}
+func cleanupProfiles(ctx context.Context, p *cloud.Provider, cluster, region string, dryRun bool, out io.Writer) (int, error) {
+	classes, err := p.ManagedInstanceProfiles(ctx)
+	if err != nil {
+		return 0, err
 	}
 	if dryRun {
+		for _, c := range classes {
+			fmt.Fprintf(out, "would delete instance profile %s (EC2NodeClass %s)\n", cloud.InstanceProfileName(cluster, region, c), c)
+		}
 		return len(classes), nil
 	}
 	n := 0

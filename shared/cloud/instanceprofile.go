@@ -27,6 +27,9 @@ type IAMAPI interface {
 	AddRoleToInstanceProfile(context.Context, *iam.AddRoleToInstanceProfileInput, ...func(*iam.Options)) (*iam.AddRoleToInstanceProfileOutput, error)
 	RemoveRoleFromInstanceProfile(context.Context, *iam.RemoveRoleFromInstanceProfileInput, ...func(*iam.Options)) (*iam.RemoveRoleFromInstanceProfileOutput, error)
 	DeleteInstanceProfile(context.Context, *iam.DeleteInstanceProfileInput, ...func(*iam.Options)) (*iam.DeleteInstanceProfileOutput, error)
+	// ListInstanceProfiles finds, once per container, the profiles of classes
+	// deleted while no consolidator ran (see CollectInstanceProfiles).
+	ListInstanceProfiles(context.Context, *iam.ListInstanceProfilesInput, ...func(*iam.Options)) (*iam.ListInstanceProfilesOutput, error)
 }
 
 // Tags an instance profile Joiner creates carries: Karpenter's, so that the
@@ -63,6 +66,12 @@ type InstanceProfileCache struct {
 
 	mu      sync.Mutex
 	entries map[string]profileEntry // profile name →
+	// What CollectInstanceProfiles keeps between rounds: whether the account's
+	// profiles were listed once (swept), the classes that existed last round
+	// (live) and those gone whose profile is still to delete (pending).
+	swept   bool
+	live    map[string]bool
+	pending map[string]bool
 }
 
 type profileEntry struct {
@@ -79,7 +88,7 @@ func NewInstanceProfileCache(clock func() time.Time) *InstanceProfileCache {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &InstanceProfileCache{clock: clock, ttl: InstanceProfileTTL, entries: map[string]profileEntry{}}
+	return &InstanceProfileCache{clock: clock, ttl: InstanceProfileTTL, entries: map[string]profileEntry{}, pending: map[string]bool{}}
 }
 
 func (c *InstanceProfileCache) holds(name, role string) bool {
@@ -274,6 +283,12 @@ func (p *Provider) DeleteInstanceProfile(ctx context.Context, nodeClass string) 
 		p.log.Warn("instance profile with Joiner's name lacks its tags; leaving it", "name", name, "nodeClass", nodeClass)
 		return false, nil
 	}
+	return p.deleteProfile(ctx, ip, nodeClass)
+}
+
+// deleteProfile removes a managed profile's role, then the profile.
+func (p *Provider) deleteProfile(ctx context.Context, ip *iamtypes.InstanceProfile, nodeClass string) (bool, error) {
+	name := aws.ToString(ip.InstanceProfileName)
 	if p.cfg.DryRun {
 		p.recordDryRun(DryRunResult{Operation: "DeleteInstanceProfile", Target: name, Code: CodeNotChecked, Message: "IAM has no dry run"}, nil)
 		return false, nil

@@ -2,8 +2,10 @@ package cloud
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -243,4 +245,70 @@ func TestInstanceProfileGivenButMissing(t *testing.T) {
 	if len(e.runningInstances()) != 0 {
 		t.Error("an instance launched with a profile that does not exist")
 	}
+}
+
+// TestCollectInstanceProfilesOfDeletedClasses: the consolidator's round deletes
+// the profile Joiner created for an EC2NodeClass that was deleted, only once no
+// instance holds it (here one launched by someone else, with RunInstances), and
+// cheaply: one ListInstanceProfiles per container, then IAM only for a class
+// that disappeared or a profile still waiting to go.
+func TestCollectInstanceProfilesOfDeletedClasses(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		gone := e.loadClass("al2023.yaml")
+		kept := e.loadClass("al2023.yaml")
+		kept.Name = "kept"
+		goneName, err := e.provider().InstanceProfile(ctx, gone)
+		e.must(err)
+		keptName, err := e.provider().InstanceProfile(ctx, kept)
+		e.must(err)
+		out, err := e.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
+			ImageId: aws.String(e.amiX86), InstanceType: ec2types.InstanceTypeM6iLarge, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+			SubnetId: aws.String(e.subnets["us-east-1a"]), IamInstanceProfile: &ec2types.IamInstanceProfileSpecification{Name: aws.String(goneName)},
+		})
+		e.must(err)
+		holder := aws.ToString(out.Instances[0].InstanceId)
+
+		cache := NewInstanceProfileCache(e.clock.Now)
+		round := func(live ...string) []string {
+			t.Helper()
+			deleted, err := e.provider(func(c *Config) { c.InstanceProfiles = cache }).CollectInstanceProfiles(ctx, live)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return deleted
+		}
+		// The class is gone (deleted before this container's first round), but an
+		// instance still holds its profile.
+		if d := round("kept"); len(d) != 0 || !e.profileExists(goneName) {
+			t.Fatalf("deleted %v while instance %s holds %s", d, holder, goneName)
+		}
+		if d := round("kept"); len(d) != 0 || !e.profileExists(goneName) {
+			t.Fatalf("second round deleted %v while %s holds it", d, holder)
+		}
+		if n := e.proxy.count("ListInstanceProfiles"); n != 1 {
+			t.Errorf("ListInstanceProfiles called %d times in two rounds, want 1 (once per container)", n)
+		}
+		_, err = e.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{holder}})
+		e.must(err)
+		e.clock.Advance(5 * time.Minute) // shutting-down, then terminated
+		if d := round("kept"); !slices.Equal(d, []string{goneName}) || e.profileExists(goneName) {
+			t.Fatalf("after the holder terminated: deleted %v (want %s)", d, goneName)
+		}
+		if !e.profileExists(keptName) {
+			t.Fatalf("the live class's profile %s was deleted", keptName)
+		}
+		// Nothing changed: the round asks IAM nothing.
+		gets := e.proxy.count("GetInstanceProfile")
+		if d := round("kept"); len(d) != 0 || e.proxy.count("GetInstanceProfile") != gets {
+			t.Errorf("a round with no class gone deleted %v and read %d profile(s)", d, e.proxy.count("GetInstanceProfile")-gets)
+		}
+		// The other class goes too, later: found from the last round's classes.
+		if d := round(); !slices.Equal(d, []string{keptName}) || e.profileExists(keptName) {
+			t.Errorf("class %s deleted: deleted %v, want %s", kept.Name, d, keptName)
+		}
+		if n := e.proxy.count("ListInstanceProfiles"); n != 1 {
+			t.Errorf("ListInstanceProfiles called %d times, want 1", n)
+		}
+	})
 }

@@ -120,6 +120,7 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 		sum.fail(err)
 	}
 	done = append(done, leaks...)
+	done = append(done, d.collectProfiles(ctx, st)...)
 	if len(done) == 0 {
 		sum.Action = fmt.Sprintf("nothing to consolidate (%d node(s) considered, %d blocked)", len(st.Snapshot.Nodes), len(dec.Blocked))
 		return nil
@@ -399,6 +400,25 @@ func (d *Deps) sleep(ctx context.Context, t time.Duration) error {
 	case <-time.After(t):
 		return nil
 	}
+}
+
+// collectProfiles deletes the instance profiles Joiner created for
+// EC2NodeClasses that were deleted, once no instance holds them. A failure is
+// logged, not the round's: the profile is looked at again next round.
+func (d *Deps) collectProfiles(ctx context.Context, st *kube.ClusterState) []string {
+	live := make([]string, 0, len(st.Snapshot.NodeClasses))
+	for _, nc := range st.Snapshot.NodeClasses {
+		live = append(live, nc.Name)
+	}
+	gone, err := d.Cloud.CollectInstanceProfiles(ctx, live)
+	if err != nil {
+		d.log().Warn("could not delete the instance profiles of deleted EC2NodeClasses; trying again next round", "error", err.Error())
+	}
+	out := make([]string, 0, len(gone))
+	for _, name := range gone {
+		out = append(out, "deleted instance profile "+name+" of a deleted EC2NodeClass")
+	}
+	return out
 }
 
 // cleanLeaks terminates instances of this cluster's pools that no NodeClaim owns and

@@ -30,6 +30,9 @@ type Cloud interface {
 	// CapacityReservations are the active reservations the class selects, with
 	// their available counts as EC2 reports them now.
 	CapacityReservations(ctx context.Context, nc *karpenter.EC2NodeClass) ([]cloud.CapacityReservation, error)
+	// CollectInstanceProfiles deletes the instance profiles Joiner created for
+	// EC2NodeClasses not among live, once no instance holds them.
+	CollectInstanceProfiles(ctx context.Context, live []string) ([]string, error)
 }
 
 // Deps are what one invocation works with. Production builds them from the

@@ -340,6 +340,12 @@ func (r *Recorder) CapacityReservations(ctx context.Context, nc *karpenter.EC2No
 	return r.cloud.CapacityReservations(ctx, nc)
 }
 
+// CollectInstanceProfiles deletes nothing: beside Karpenter, its nodeclass
+// controller owns the profiles of deleted classes.
+func (r *Recorder) CollectInstanceProfiles(context.Context, []string) ([]string, error) {
+	return nil, nil
+}
+
 // UpdateNodeClassStatus records a status that differs from the class's.
 func (r *Recorder) UpdateNodeClassStatus(_ context.Context, nc *karpenter.EC2NodeClass, resolved karpenter.EC2NodeClassStatus) (bool, error) {
 	if equality.Semantic.DeepEqual(nc.Status, resolved) {
