@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -138,7 +139,15 @@ func newState(in Input) *state {
 	if len(inputProblems(in)) > 0 {
 		return nil
 	}
-	s := &state{in: in, opts: in.Options.withDefaults(), now: in.Now, snap: in.Snapshot,
+	snap := in.Snapshot
+	if len(snap.Reservations) > 0 {
+		// Accepted replacements take reservation slots (see accept): count them
+		// on a copy, never on the caller's snapshot.
+		cp := *snap
+		cp.Reservations = slices.Clone(snap.Reservations)
+		snap = &cp
+	}
+	s := &state{in: in, opts: in.Options.withDefaults(), now: in.Now, snap: snap,
 		pools: map[string]*karpenter.NodePool{}, classes: map[string]*karpenter.EC2NodeClass{},
 		budgets: map[string]*poolBudget{}, removed: map[string]bool{}, blockSet: map[string]bool{},
 		extra: map[string][]*corev1.Pod{}, reqs: map[*corev1.Pod]corev1.ResourceList{}, free: map[string]room{},
@@ -319,6 +328,17 @@ type command struct {
 	observeOnly bool
 }
 
+// takeSlot counts a replacement planned in capacity reservation id (none when
+// id is empty) against the reservation's available instances, so the
+// decision's later simulations do not plan into the same slot.
+func (s *state) takeSlot(id string) {
+	for i := range s.snap.Reservations {
+		if id != "" && s.snap.Reservations[i].ID == id && s.snap.Reservations[i].Available > 0 {
+			s.snap.Reservations[i].Available--
+		}
+	}
+}
+
 // accept records a command and applies it to the state.
 func (s *state) accept(c command) {
 	s.command++
@@ -333,6 +353,7 @@ func (s *state) accept(c command) {
 		nn.Name = fmt.Sprintf("%s-replacement-%d-%d", nn.NodePool, s.command, i+1)
 		repl += nn.PricePerHour
 		claims = append(claims, s.replacementClaim(*nn))
+		s.takeSlot(nn.CapacityReservationID)
 	}
 	s.inflight = append(s.inflight, claims...)
 	var pods []*corev1.Pod

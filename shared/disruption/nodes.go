@@ -15,6 +15,7 @@ import (
 
 	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
 
 // podDeletionCostAnnotation lowers or raises a pod's eviction cost, as the
@@ -208,6 +209,12 @@ func (s *state) offeringPrice(instanceType, zone, capacityType string) (float64,
 	it, ok := s.snap.Catalog.Lookup(instanceType)
 	if !ok {
 		return 0, false
+	}
+	if capacityType == karpenter.CapacityTypeReserved {
+		// A node in a capacity reservation: priced as the engine prices the
+		// reserved offering it was planned on (Karpenter's rule), so nothing
+		// replaces it to save money, and nothing is taken for free.
+		return packer.ReservedPrice(it, zone), true
 	}
 	for _, o := range it.Offerings {
 		if o.Zone == zone && o.CapacityType == capacityType {

@@ -333,7 +333,17 @@ func (d *Deps) executeCommand(ctx context.Context, st *kube.ClusterState, cat *c
 	if len(replacements) > 0 {
 		verb = "replaced"
 	}
-	return fmt.Sprintf("%s %s (%s, saving $%.4f/h)", verb, strings.Join(names, ", "), cmd[0].Reason, saved), nil
+	note := ""
+	for _, nc := range st.NodeClaims {
+		for _, a := range cmd {
+			if nc.Name == a.NodeClaim && nc.Labels[karpenter.CapacityTypeLabelKey] == karpenter.CapacityTypeReserved {
+				// Priced as Karpenter prices a reservation's slot: the reservation
+				// itself is paid for whether an instance runs in it or not.
+				note = "; reserved capacity, whose reservation is paid for used or not"
+			}
+		}
+	}
+	return fmt.Sprintf("%s %s (%s, saving $%.4f/h%s)", verb, strings.Join(names, ", "), cmd[0].Reason, saved, note), nil
 }
 
 // disruptNode taints, drains and deletes one node; any failure untaints it again.

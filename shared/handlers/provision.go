@@ -282,6 +282,9 @@ func launchRecord(cat *catalog.Catalog, class *karpenter.EC2NodeClass, nn *packe
 				price = o.PricePerHour
 			}
 		}
+		if inst.CapacityType == karpenter.CapacityTypeReserved {
+			price = packer.ReservedPrice(it, inst.Zone)
+		}
 	}
 	return l, price
 }

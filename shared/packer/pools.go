@@ -315,7 +315,7 @@ func (s *solver) buildCandidates(p *poolInfo) {
 			if !ok || !typeMatches(ti) || !offeringMatches(reqs, zone, karpenter.CapacityTypeReserved, r, p.zoneIDs) {
 				continue
 			}
-			add(cand{it: &types[ti], ct: karpenter.CapacityTypeReserved, price: reservedPrice(&types[ti], zone), ti: int32(ti), oi: -1,
+			add(cand{it: &types[ti], ct: karpenter.CapacityTypeReserved, price: ReservedPrice(&types[ti], zone), ti: int32(ti), oi: -1,
 				resv: r, labels: s.reservedLabels(ti, p, r)})
 			sorted = false
 		}

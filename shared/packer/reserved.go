@@ -92,10 +92,12 @@ func (s *solver) reservationsIn(p *poolInfo, zone string) []*reservation {
 	return out
 }
 
-// reservedPrice is Karpenter's price of a reserved offering of type it: the
-// on-demand price over reservedPriceDivisor, or 0 when the catalog has no
-// on-demand price for it (Karpenter then leaves it at zero too).
-func reservedPrice(it *catalog.InstanceType, zone string) float64 {
+// ReservedPrice is Karpenter's price of a reserved offering of type it in
+// zone: the on-demand price (the zone's, else any zone's) over
+// reservedPriceDivisor, or 0 when the catalog has no on-demand price for it
+// (Karpenter then leaves it at zero too). The consolidator prices a node in a
+// reservation by it, so that no on-demand or spot replacement is ever cheaper.
+func ReservedPrice(it *catalog.InstanceType, zone string) float64 {
 	price := 0.0
 	for _, o := range it.Offerings {
 		if o.CapacityType != karpenter.CapacityTypeOnDemand {
