@@ -175,6 +175,9 @@ func (r *run) instanceStats(owned []awssim.Instance) {
 			continue
 		}
 		k := [2]string{in.InstanceType, in.CapacityType}
+		if in.CapacityReservationID != "" {
+			k[1] = karpenter.CapacityTypeReserved
+		}
 		launched[k]++
 		if in.State == awssim.StateShuttingDown || in.State == awssim.StateTerminated {
 			terminated[k]++
@@ -191,7 +194,28 @@ func (r *run) costs(owned []awssim.Instance) {
 		price    float64
 	}
 	var spans []span
+	// rate is, per capacity reservation an instance ran in, what it costs an
+	// hour: every slot at the on-demand price the instance was launched at.
+	rate := map[string]float64{}
 	for _, in := range owned {
+		if in.CapacityReservationID != "" {
+			rate[in.CapacityReservationID] = in.PricePerHour
+		}
+	}
+	r.res.Reservations = nil
+	for _, cr := range r.sim.State().CapacityReservations {
+		if odPrice, ok := rate[cr.ID]; ok {
+			b := ReservationBill{ID: cr.ID, InstanceType: cr.InstanceType, Slots: cr.TotalCount, PricePerHour: odPrice * float64(cr.TotalCount)}
+			b.Cost = b.PricePerHour * r.end.Sub(r.start).Hours()
+			r.res.Reservations = append(r.res.Reservations, b)
+			r.res.Cost += b.Cost
+			spans = append(spans, span{r.start, r.end.Add(time.Nanosecond), b.PricePerHour})
+		}
+	}
+	for _, in := range owned {
+		if in.CapacityReservationID != "" {
+			continue // paid for by its reservation, above
+		}
 		to := r.end.Add(time.Nanosecond) // still running: counted in the last sample
 		if !in.TerminatedAt.IsZero() && in.TerminatedAt.Before(r.end) {
 			to = in.TerminatedAt

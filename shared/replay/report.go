@@ -23,6 +23,10 @@ func WriteSummary(w io.Writer, r *Result) {
 	row("nodes over time", seriesLine(r, func(s Sample) string { return fmt.Sprint(s.Nodes) }))
 	row("$/hour over time", seriesLine(r, func(s Sample) string { return fmt.Sprintf("%.4f", s.Price) }))
 	row("total cost", fmt.Sprintf("$%.4f over %s (peak $%.4f/h, at most %d node(s))", r.Cost, FormatDuration(r.Simulated), r.PeakPrice, r.MaxNodes))
+	for _, b := range r.Reservations {
+		row("reservation", fmt.Sprintf("%s: %d × %s at $%.4f/h = $%.4f over the replay, in the total (paid whether used or not; its instances cost nothing more)",
+			b.ID, b.Slots, b.InstanceType, b.PricePerHour, b.Cost))
+	}
 	row("lower bound", fmt.Sprintf("$%.4f for the same pods (cost %.2f× the bound)", r.LowerBound, r.CostRatio()))
 	usage, cost := billLines(r.Bill)
 	row("control plane", usage)

@@ -32,9 +32,15 @@ type Result struct {
 	// MaxNodes is the most Nodes at once.
 	MaxNodes int `json:"maxNodes"`
 	// Cost and LowerBound are dollars over the replay (see testdata/scenarios/README.md).
+	// Cost includes Reservations.
 	Cost       float64 `json:"cost"`
 	LowerBound float64 `json:"lowerBound"`
 	PeakPrice  float64 `json:"peakPricePerHour"`
+
+	// Reservations are the capacity reservations the cluster's instances ran in,
+	// billed for the whole replay: a reservation is paid for whether an instance
+	// runs in it or not, and an instance in one costs nothing more.
+	Reservations []ReservationBill `json:"reservations,omitempty"`
 
 	// Bill is the control plane's own cost at the replay's rate.
 	Bill *Bill `json:"controlPlane,omitempty"`
@@ -45,6 +51,15 @@ type Result struct {
 
 	Expectations []Outcome `json:"expectations"`
 	Failed       int       `json:"failed"`
+}
+
+// ReservationBill is one capacity reservation's cost over the replay.
+type ReservationBill struct {
+	ID           string  `json:"id"`
+	InstanceType string  `json:"instanceType"`
+	Slots        int     `json:"slots"`
+	PricePerHour float64 `json:"pricePerHour"`
+	Cost         float64 `json:"cost"`
 }
 
 // Count is a number of instances of one type and capacity type.
