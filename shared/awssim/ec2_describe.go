@@ -511,35 +511,30 @@ func (s *Sim) describeSubnets(p params, _ *callCtx) (ec2Body, *apiError) {
 			return nil, errf(http.StatusBadRequest, "InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", id)
 		}
 	}
-	fs := p.filters()
-	var items []xSubnet
-	for _, sn := range s.w.subnets.list() {
-		if len(ids) > 0 && !slices.Contains(ids, sn.ID) {
-			continue
-		}
-		ok, err := fieldFilters{
-			"subnet-id":            one(sn.ID),
-			"vpc-id":               one(sn.VpcID),
-			"availability-zone":    one(sn.Zone),
-			"availability-zone-id": one(zoneID(s.w.region, sn.Zone)),
-			"cidr-block":           one(sn.CIDR),
-			"cidr":                 one(sn.CIDR),
-			"state":                one("available"),
-			"owner-id":             one(s.w.account),
-			"default-for-az":       one("false"),
-		}.match(fs, sn.Tags)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			continue
-		}
-		items = append(items, xSubnet{
-			SubnetID: sn.ID, SubnetArn: fmt.Sprintf("arn:aws:ec2:%s:%s:subnet/%s", s.w.region, s.w.account, sn.ID),
-			State: "available", OwnerID: s.w.account, VpcID: sn.VpcID, CidrBlock: sn.CIDR,
-			AvailableIPAddressCount: sn.AvailableIPs, AvailabilityZone: sn.Zone, AvailabilityZoneID: zoneID(s.w.region, sn.Zone),
-			Tags: xTags(sn.Tags),
+	items, err := selectItems(p, s.w.subnets.list(), ids, func(sn *Subnet) string { return sn.ID },
+		func(sn *Subnet) (fieldFilters, map[string]string) {
+			return fieldFilters{
+				"subnet-id":            one(sn.ID),
+				"vpc-id":               one(sn.VpcID),
+				"availability-zone":    one(sn.Zone),
+				"availability-zone-id": one(zoneID(s.w.region, sn.Zone)),
+				"cidr-block":           one(sn.CIDR),
+				"cidr":                 one(sn.CIDR),
+				"state":                one("available"),
+				"owner-id":             one(s.w.account),
+				"default-for-az":       one("false"),
+			}, sn.Tags
+		},
+		func(sn *Subnet) xSubnet {
+			return xSubnet{
+				SubnetID: sn.ID, SubnetArn: fmt.Sprintf("arn:aws:ec2:%s:%s:subnet/%s", s.w.region, s.w.account, sn.ID),
+				State: "available", OwnerID: s.w.account, VpcID: sn.VpcID, CidrBlock: sn.CIDR,
+				AvailableIPAddressCount: sn.AvailableIPs, AvailabilityZone: sn.Zone, AvailabilityZoneID: zoneID(s.w.region, sn.Zone),
+				Tags: xTags(sn.Tags),
+			}
 		})
+	if err != nil {
+		return nil, err
 	}
 	start, end, next, err := page(p, "DescribeSubnets", len(items), 0, 5, 1000)
 	if err != nil {

@@ -143,47 +143,43 @@ func (s *Sim) describeCapacityReservations(p params, _ *callCtx) (ec2Body, *apiE
 			return nil, errf(http.StatusBadRequest, "InvalidCapacityReservationId.NotFound", "The capacity reservation ID '%s' does not exist", id)
 		}
 	}
-	fs := p.filters()
-	var items []xCapacityReservation
-	for _, cr := range s.w.reservations.list() {
-		if len(ids) > 0 && !slices.Contains(ids, cr.ID) {
-			continue
-		}
-		ok, err := fieldFilters{
-			"capacity-reservation-id": one(cr.ID),
-			"instance-type":           one(cr.InstanceType),
-			"availability-zone":       one(cr.Zone),
-			"owner-id":                one(cr.OwnerID),
-			"state":                   one(cr.State),
-			"instance-match-criteria": one(cr.InstanceMatchCriteria),
-			"reservation-type":        one(cr.ReservationType),
-			"instance-platform":       one(linuxProduct),
-			"tenancy":                 one("default"),
-		}.match(fs, cr.Tags)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			continue
-		}
-		x := xCapacityReservation{
-			ID: cr.ID, OwnerID: cr.OwnerID, Arn: fmt.Sprintf("arn:aws:ec2:%s:%s:capacity-reservation/%s", s.w.region, cr.OwnerID, cr.ID),
-			AvailabilityZoneID: zoneID(s.w.region, cr.Zone), InstanceType: cr.InstanceType, InstancePlatform: linuxProduct,
-			AvailabilityZone: cr.Zone, Tenancy: "default", TotalInstanceCount: cr.TotalCount, AvailableInstanceCount: cr.AvailableCount,
-			EbsOptimized: true, State: cr.State, StartDate: formatTime(cr.Created), EndDateType: "unlimited",
-			InstanceMatchCriteria: cr.InstanceMatchCriteria, CreateDate: formatTime(cr.Created), ReservationType: cr.ReservationType,
-			Tags: xTags(cr.Tags),
-		}
-		if !cr.EndDate.IsZero() {
-			x.EndDate, x.EndDateType = formatTime(cr.EndDate), "limited"
-		}
-		items = append(items, x)
+	items, err := selectItems(p, s.w.reservations.list(), ids, func(cr *CapacityReservation) string { return cr.ID },
+		func(cr *CapacityReservation) (fieldFilters, map[string]string) {
+			return fieldFilters{
+				"capacity-reservation-id": one(cr.ID),
+				"instance-type":           one(cr.InstanceType),
+				"availability-zone":       one(cr.Zone),
+				"owner-id":                one(cr.OwnerID),
+				"state":                   one(cr.State),
+				"instance-match-criteria": one(cr.InstanceMatchCriteria),
+				"reservation-type":        one(cr.ReservationType),
+				"instance-platform":       one(linuxProduct),
+				"tenancy":                 one("default"),
+			}, cr.Tags
+		}, s.capacityReservationXML)
+	if err != nil {
+		return nil, err
 	}
 	start, end, next, err := page(p, "DescribeCapacityReservations", len(items), 0, 1, 1000)
 	if err != nil {
 		return nil, err
 	}
 	return &describeCapacityReservationsOut{Items: items[start:end], NextToken: next}, nil
+}
+
+func (s *Sim) capacityReservationXML(cr *CapacityReservation) xCapacityReservation {
+	x := xCapacityReservation{
+		ID: cr.ID, OwnerID: cr.OwnerID, Arn: fmt.Sprintf("arn:aws:ec2:%s:%s:capacity-reservation/%s", s.w.region, cr.OwnerID, cr.ID),
+		AvailabilityZoneID: zoneID(s.w.region, cr.Zone), InstanceType: cr.InstanceType, InstancePlatform: linuxProduct,
+		AvailabilityZone: cr.Zone, Tenancy: "default", TotalInstanceCount: cr.TotalCount, AvailableInstanceCount: cr.AvailableCount,
+		EbsOptimized: true, State: cr.State, StartDate: formatTime(cr.Created), EndDateType: "unlimited",
+		InstanceMatchCriteria: cr.InstanceMatchCriteria, CreateDate: formatTime(cr.Created), ReservationType: cr.ReservationType,
+		Tags: xTags(cr.Tags),
+	}
+	if !cr.EndDate.IsZero() {
+		x.EndDate, x.EndDateType = formatTime(cr.EndDate), "limited"
+	}
+	return x
 }
 
 // parseReservationTarget reads prefix.CapacityReservationTarget.CapacityReservationId

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -484,6 +485,28 @@ func (ff fieldFilters) match(fs []filter, tags map[string]string) (bool, *apiErr
 }
 
 func one(v string) func() []string { return func() []string { return []string{v} } }
+
+// selectItems is the middle of a Describe* over one table: the items the
+// request's IDs (none: every item) and Filter.N select, in table order, each
+// rendered. fields gives an item's filterable fields and its tags.
+func selectItems[T, X any](p params, items []*T, ids []string, id func(*T) string, fields func(*T) (fieldFilters, map[string]string), render func(*T) X) ([]X, *apiError) {
+	fs := p.filters()
+	var out []X
+	for _, it := range items {
+		if len(ids) > 0 && !slices.Contains(ids, id(it)) {
+			continue
+		}
+		ff, tags := fields(it)
+		ok, err := ff.match(fs, tags)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, render(it))
+		}
+	}
+	return out, nil
+}
 
 // page applies MaxResults/NextToken to n items; the token is an opaque offset.
 func page(p params, action string, n, def, lo, hi int) (start, end int, next string, err *apiError) {
