@@ -665,14 +665,9 @@ func TestICEFallsBackToTheNodeClaimsOtherZones(t *testing.T) {
 func TestReservedFirstThenOnDemand(t *testing.T) {
 	e := newEnvFor(t, "awssim")
 	ctx := context.Background()
-	if err := e.sim.Apply(awssim.Seed{CapacityReservations: []awssim.CapacityReservation{
-		{ID: "cr-0a1b2c3d4e5f60718", InstanceType: "p5.48xlarge", Zone: "us-east-1b", TotalCount: 1, Tags: map[string]string{"purpose": "training"}},
-		{ID: "cr-0b1b2c3d4e5f60718", InstanceType: "p5.48xlarge", Zone: "us-east-1b", TotalCount: 4, Tags: map[string]string{"purpose": "inference"}},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	nc := e.loadClass("seed002-gpu.yaml")
-	nc.Spec.CapacityReservationSelectorTerms = []karpenter.CapacityReservationSelectorTerm{{Tags: map[string]string{"purpose": "training"}}}
+	nc := e.trainingClass(
+		awssim.CapacityReservation{ID: "cr-0a1b2c3d4e5f60718", InstanceType: "p5.48xlarge", Zone: "us-east-1b", TotalCount: 1, Tags: map[string]string{"purpose": "training"}},
+		awssim.CapacityReservation{ID: "cr-0b1b2c3d4e5f60718", InstanceType: "p5.48xlarge", Zone: "us-east-1b", TotalCount: 4, Tags: map[string]string{"purpose": "inference"}})
 	req := func(claim string) LaunchRequest {
 		return LaunchRequest{NodeClaim: claim, NodePool: "training", NodeClass: nc, InstanceTypes: []string{"p5.48xlarge"},
 			Zones: []string{"us-east-1a"}, FallbackAnyZone: true,
@@ -711,6 +706,18 @@ func TestReservedFirstThenOnDemand(t *testing.T) {
 	}
 }
 
+// trainingClass seeds the simulator with reservations and returns seed 002's GPU
+// class selecting those tagged purpose=training.
+func (e *env) trainingClass(crs ...awssim.CapacityReservation) *karpenter.EC2NodeClass {
+	e.t.Helper()
+	if err := e.sim.Apply(awssim.Seed{CapacityReservations: crs}); err != nil {
+		e.t.Fatal(err)
+	}
+	nc := e.loadClass("seed002-gpu.yaml")
+	nc.Spec.CapacityReservationSelectorTerms = []karpenter.CapacityReservationSelectorTerm{{Tags: map[string]string{"purpose": "training"}}}
+	return nc
+}
+
 // TestLaunchIntoPlannedReservation: a node the engine planned in a reservation
 // (LaunchRequest.CapacityReservationID) goes into that reservation, not another
 // of the same type the class also selects; once it is full the launch fails with
@@ -720,14 +727,9 @@ func TestLaunchIntoPlannedReservation(t *testing.T) {
 	e := newEnvFor(t, "awssim")
 	ctx := context.Background()
 	const planned, other = "cr-0b1b2c3d4e5f60718", "cr-0a1b2c3d4e5f60718"
-	if err := e.sim.Apply(awssim.Seed{CapacityReservations: []awssim.CapacityReservation{
-		{ID: other, InstanceType: "p5.48xlarge", Zone: "us-east-1b", TotalCount: 4, Tags: map[string]string{"purpose": "training"}},
-		{ID: planned, InstanceType: "p5.48xlarge", Zone: "us-east-1b", TotalCount: 1, Tags: map[string]string{"purpose": "training"}},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	nc := e.loadClass("seed002-gpu.yaml")
-	nc.Spec.CapacityReservationSelectorTerms = []karpenter.CapacityReservationSelectorTerm{{Tags: map[string]string{"purpose": "training"}}}
+	nc := e.trainingClass(
+		awssim.CapacityReservation{ID: other, InstanceType: "p5.48xlarge", Zone: "us-east-1b", TotalCount: 4, Tags: map[string]string{"purpose": "training"}},
+		awssim.CapacityReservation{ID: planned, InstanceType: "p5.48xlarge", Zone: "us-east-1b", TotalCount: 1, Tags: map[string]string{"purpose": "training"}})
 	req := func(claim string) LaunchRequest {
 		return LaunchRequest{NodeClaim: claim, NodePool: "training", NodeClass: nc, InstanceTypes: []string{"p5.48xlarge"},
 			Zones: []string{"us-east-1b"}, CapacityTypes: []string{karpenter.CapacityTypeReserved}, CapacityReservationID: planned,
