@@ -165,3 +165,24 @@ func countCode(d Decision, code BlockCode) int {
 	}
 	return n
 }
+
+// Past the deadline a candidate costs nothing: it is not even estimated (hopeless
+// walks every node's room per pod), only reported as not tried.
+func TestNothingIsEstimatedPastTheDeadline(t *testing.T) {
+	c := newCluster(t, testPool("default", whenUnderused, 0, m5, budgets(karpenter.Budget{Nodes: "100%"})))
+	// Pods too big for any other node's room: each node is hopeless to move.
+	for i := 0; i < 10; i++ {
+		name := fmt.Sprintf("big-%02d", i)
+		c.managed(name, "default", "m5.xlarge", time.Hour, appPod(name+"-a", "3", "8Gi"))
+	}
+	d := c.decide()
+	if countCode(d, BlockUnconsolidable) != 10 {
+		t.Fatalf("control: without a deadline each node should be found hopeless:\n%s", dump(d))
+	}
+	clock := &stepClock{t: now, step: time.Second}
+	c.opts.Clock, c.opts.Deadline = clock.now, now
+	d = c.decide()
+	if countCode(d, BlockSimulationLimit) != 10 || countCode(d, BlockUnconsolidable) != 0 {
+		t.Fatalf("past the deadline every node should be left untried:\n%s", dump(d))
+	}
+}

@@ -308,12 +308,14 @@ func (s *state) singleNode() {
 			s.block(n, BlockBudget, b.describe(ReasonUnderutilized, 0))
 			continue
 		}
-		if why := s.hopeless(n); why != "" {
-			s.block(n, BlockUnconsolidable, why)
-			continue
-		}
+		// The limit first: hopeless walks every node's free room per pod, which
+		// over 10,000 candidates and nodes is most of a round once the search is over.
 		if !s.canSimulate() {
 			s.block(n, BlockSimulationLimit, "not tried: "+s.limitReached())
+			continue
+		}
+		if why := s.hopeless(n); why != "" {
+			s.block(n, BlockUnconsolidable, why)
 			continue
 		}
 		plan, why := s.simulate([]*nodeInfo{n})
