@@ -33,8 +33,11 @@ type Env struct {
 	Kubeconfig string
 	// RepoRoot is the repository root (where go.mod is).
 	RepoRoot string
-	env      *envtest.Environment
-	dir      string
+	// EtcdURL is etcd's client URL (its v3 JSON gateway answers there too), for
+	// tests that write objects straight into storage (the scale benchmark).
+	EtcdURL string
+	env     *envtest.Environment
+	dir     string
 }
 
 // MissingAssetsMessage says how to get the binaries.
@@ -133,6 +136,9 @@ func StartWith(opts Options) (*Env, error) {
 		return nil, fmt.Errorf("start etcd + kube-apiserver from %s: %w", assets, err)
 	}
 	e := &Env{Config: cfg, RepoRoot: root, env: te}
+	if etcd := te.ControlPlane.Etcd; etcd != nil && etcd.URL != nil {
+		e.EtcdURL = etcd.URL.String()
+	}
 	if e.dir, err = os.MkdirTemp("", "kubetest-"); err != nil {
 		_ = te.Stop()
 		return nil, err
