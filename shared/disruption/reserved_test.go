@@ -35,7 +35,7 @@ func TestConsolidationMovesOnDemandIntoAFreedReservation(t *testing.T) {
 	if d := c.decide(); len(kinds(d, Replace)) != 0 {
 		t.Fatalf("no reservation: want the on-demand p4d kept, got %s", dump(d))
 	}
-	c.snap.Reservations = []packer.Reservation{{ID: crP5, InstanceType: "p5.48xlarge", Zone: zone, Available: 1, NodeClasses: []string{"default"}}}
+	c.Snapshot.Reservations = []packer.Reservation{{ID: crP5, InstanceType: "p5.48xlarge", Zone: zone, Available: 1, NodeClasses: []string{"default"}}}
 	d := c.decide()
 	rs := kinds(d, Replace)
 	if len(rs) != 1 || rs[0].Node != "p4d-od" || rs[0].Replacement == nil {
@@ -44,11 +44,11 @@ func TestConsolidationMovesOnDemandIntoAFreedReservation(t *testing.T) {
 	if r := rs[0].Replacement; r.CapacityType != karpenter.CapacityTypeReserved || r.CapacityReservationID != crP5 || r.InstanceType != "p5.48xlarge" {
 		t.Errorf("replacement %s %s in %q, want reserved p5.48xlarge in %s", r.CapacityType, r.InstanceType, r.CapacityReservationID, crP5)
 	}
-	if c.snap.Reservations[0].Available != 1 {
-		t.Errorf("Decide changed the caller's snapshot: reservation available %d", c.snap.Reservations[0].Available)
+	if c.Snapshot.Reservations[0].Available != 1 {
+		t.Errorf("Decide changed the caller's snapshot: reservation available %d", c.Snapshot.Reservations[0].Available)
 	}
 	// A full reservation offers nothing.
-	c.snap.Reservations[0].Available = 0
+	c.Snapshot.Reservations[0].Available = 0
 	if d := c.decide(); len(kinds(d, Replace)) != 0 {
 		t.Errorf("reservation full: want no replacement, got %s", dump(d))
 	}
@@ -72,7 +72,7 @@ func TestReservedNodePricedAsItsReservation(t *testing.T) {
 			info = n
 		}
 	}
-	it, _ := c.snap.Catalog.Lookup("p5.48xlarge")
+	it, _ := c.Snapshot.Catalog.Lookup("p5.48xlarge")
 	if info == nil || !info.priceKnown || info.price != packer.ReservedPrice(it, zone) || info.price <= 0 || info.price > 1e-4 {
 		t.Fatalf("reserved node priced %+v, want known at the on-demand price / 10,000,000", info)
 	}
