@@ -306,3 +306,35 @@ func TestInterruptionRebalanceModes(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptionHealthScheduledChangeDrainsBeforeTheWindow: an AWS Health
+// scheduled change for an instance Joiner launched, two hours ahead, launches
+// replacement capacity, drains the node and deletes its NodeClaim now, before the
+// window opens; the pod, recreated by its controller, fits the replacement.
+func TestInterruptionHealthScheduledChangeDrainsBeforeTheWindow(t *testing.T) {
+	w := newMemWorld(t, inMemoryNow, inMemoryPool())
+	n, nc := w.Managed("web-node", "default", "m6i.xlarge", time.Hour, testworld.AppPod(w.Now, "web", "3", "1Gi"))
+	n.Spec.ProviderID = "aws:///" + testworld.Zone + "/" + sampleInstance
+	nc.Status.ProviderID = n.Spec.ProviderID
+	start := w.Now.Add(2 * time.Hour)
+	s := w.invoke(InterruptionHandler(), sample(t, "health-scheduled-change.json",
+		"Wed, 15 May 2024 00:00:00 GMT", start.Format(time.RFC1123), "Wed, 15 May 2024 06:00:00 GMT", start.Add(6*time.Hour).Format(time.RFC1123)))
+	launches, drains := kindsOf(s, DecideLaunch), kindsOf(s, DecideDrain)
+	if s.Interruptions != 1 || len(launches) != 1 || len(drains) != 1 || drains[0].Node != n.Name ||
+		len(s.NodesTerminated) != 1 || s.NodesTerminated[0] != nc.Name {
+		t.Fatalf("summary %+v\n  %s\nwant a replacement launched, the node drained and NodeClaim %s removed", s, strings.Join(writes(s), "\n  "), nc.Name)
+	}
+	for _, d := range s.Shadow {
+		if d.At.After(start) {
+			t.Errorf("%s decided at %v, after the window opens at %v", d.Kind, d.At, start)
+		}
+	}
+	// The next round sees the node gone (shadow memory) and the replacement in
+	// flight; the pod, recreated, fits the replacement.
+	l := launches[0]
+	w.InFlight(l.NodeClaim, "default", l.InstanceType, l.Zone, l.CapacityType, l.Instances[0], 0)
+	w.Pending(testworld.PendingPod(w.Now, "web-again", "3", "1Gi"))
+	if s := w.invoke(ProvisionerHandler(), sample(t, "scheduled-rule.json", `"id": "`, `"id": "after-`)); len(kindsOf(s, DecideLaunch)) != 0 {
+		t.Errorf("the recreated pod needed another node:\n  %s", strings.Join(writes(s), "\n  "))
+	}
+}

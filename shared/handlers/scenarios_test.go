@@ -240,38 +240,6 @@ func TestConsolidatorCutOffMidDrainIsFinishedByTheNextTick(t *testing.T) {
 	w.assertConverged(t)
 }
 
-// TestInterruptionHealthScheduledChangeDrainsBeforeTheWindow: an AWS Health
-// scheduled change for an instance Joiner launched launches replacement capacity,
-// drains the node and removes it, instance and NodeClaim, before the window opens;
-// the replacement takes the pod.
-func TestInterruptionHealthScheduledChangeDrainsBeforeTheWindow(t *testing.T) {
-	w := newWorld(t)
-	w.fastRetries()
-	node := w.oneNodeWithPod(t, "web")
-	claim := w.claimOf(t, node)
-	start := time.Now().Add(2 * time.Hour).UTC()
-	ev := sample(t, "health-scheduled-change.json", sampleInstance, node,
-		"Wed, 15 May 2024 00:00:00 GMT", start.Format(time.RFC1123),
-		"Wed, 15 May 2024 06:00:00 GMT", start.Add(6*time.Hour).Format(time.RFC1123))
-	s := mustDeliver(t, w.fresh(t, Interruption, fnOpts{}), ev)
-	if time.Now().After(start) {
-		t.Fatal("the window opened during the test")
-	}
-	if s.Interruptions != 1 || len(s.NodesLaunched) != 1 || len(s.NodesTerminated) != 1 || s.NodesTerminated[0] != claim {
-		t.Fatalf("summary %+v: want a replacement launched and NodeClaim %s removed", s, claim)
-	}
-	if !w.nodeGone(t, node) || !w.instanceGone(t, node) || w.claimOf(t, node) != "" {
-		t.Errorf("node gone %v, instance gone %v, NodeClaim %q", w.nodeGone(t, node), w.instanceGone(t, node), w.claimOf(t, node))
-	}
-	// The evicted pod's replacement (its controller would recreate it) fits the new node.
-	w.pending(t, "web-again", 1, "3")
-	if s := mustDeliver(t, w.fresh(t, Provisioner, fnOpts{}), tick(t, "scheduled-rule.json", "after")(0)); len(s.NodesLaunched) != 0 {
-		t.Errorf("the recreated pod needed another node: %+v", s)
-	}
-	w.registerNew(t)
-	w.assertConverged(t)
-}
-
 func mustQty(s string) resource.Quantity { return resource.MustParse(s) }
 
 // consolidationCandidate builds two Joiner nodes of which the second is the one to
