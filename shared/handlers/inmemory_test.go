@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joiner-autoscaler/joiner/events"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
 	"github.com/joiner-autoscaler/joiner/shared/facts"
@@ -94,8 +97,19 @@ func (w *memWorld) owned() []cloud.OwnedInstance {
 }
 
 // invoke runs the handler once on the world as it is, at w.Now, in a fresh
-// container (no dedupe memory), and returns the summary with its decisions.
+// container (no dedupe memory), and returns the summary with its decisions; an
+// error fails the test.
 func (w *memWorld) invoke(h Handler, raw []byte) Summary {
+	w.t.Helper()
+	s, err := w.deliver(h, raw)
+	if err != nil {
+		w.t.Fatalf("%s: %v (summary %+v)", h.name, err, s)
+	}
+	return s
+}
+
+// deliver is invoke that returns the error.
+func (w *memWorld) deliver(h Handler, raw []byte) (Summary, error) {
 	w.t.Helper()
 	cfg := w.Config
 	cfg.Mode = ModeShadow
@@ -113,10 +127,7 @@ func (w *memWorld) invoke(h Handler, raw []byte) Summary {
 			w.t.Fatalf("summary %s: %v", out, jerr)
 		}
 	}
-	if err != nil {
-		w.t.Fatalf("%s: %v (summary %+v)", h.name, err, s)
-	}
-	return s
+	return s, err
 }
 
 // writes are the decisions that change the cluster or EC2, as
@@ -336,5 +347,68 @@ func TestInterruptionHealthScheduledChangeDrainsBeforeTheWindow(t *testing.T) {
 	w.Pending(testworld.PendingPod(w.Now, "web-again", "3", "1Gi"))
 	if s := w.invoke(ProvisionerHandler(), sample(t, "scheduled-rule.json", `"id": "`, `"id": "after-`)); len(kindsOf(s, DecideLaunch)) != 0 {
 		t.Errorf("the recreated pod needed another node:\n  %s", strings.Join(writes(s), "\n  "))
+	}
+}
+
+// TestMalformedUnknownForeignAndOtherClusterEventsMutateNothing: bad input is an
+// error that names the problem; events Joiner has no business with are ignored,
+// saying why; in neither case is anything decided.
+func TestMalformedUnknownForeignAndOtherClusterEventsMutateNothing(t *testing.T) {
+	w := newMemWorld(t, inMemoryNow, inMemoryPool())
+	const ours = "i-0a1b2c3d4e5f60718"
+	n, nc := w.Managed("web-node", "default", "m6i.large", time.Hour, testworld.AppPod(w.Now, "web", "500m", "512Mi"))
+	n.Spec.ProviderID = "aws:///" + testworld.Zone + "/" + ours
+	nc.Status.ProviderID = n.Spec.ProviderID
+	w.Pending(testworld.PendingPod(w.Now, "more", "3", "1Gi"))
+
+	malformed := []struct {
+		name, raw, want string
+	}{
+		{"empty", "", "empty input"},
+		{"not JSON", "hello", "not a JSON object"},
+		{"truncated", string(sample(t, "spot-interruption.json"))[:80], "invalid JSON"},
+		{"no source", `{"detail-type":"EC2 Spot Instance Interruption Warning","detail":{}}`, `"source" is missing`},
+		{"spot without instance", strings.Replace(string(sample(t, "spot-interruption.json")), `"instance-id": "i-1234567890abcdef0",`, "", 1), "instance-id"},
+		{"detail not an object", `{"version":"0","id":"x","source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","detail":"running"}`, "not an object"},
+		{"bad time", strings.Replace(string(sample(t, "spot-interruption.json")), "2024-05-01T12:00:00Z", "yesterday", 1), "RFC 3339"},
+	}
+	for _, h := range []Handler{ProvisionerHandler(), InterruptionHandler(), ConsolidatorHandler()} {
+		for _, m := range malformed {
+			s, err := w.deliver(h, []byte(m.raw))
+			if err == nil || !errors.Is(err, events.ErrMalformed) || !strings.Contains(err.Error(), m.want) || len(writes(s)) != 0 {
+				t.Errorf("%s(%s): error %v, writes %v; want a malformed-event error mentioning %q and nothing written", h.name, m.name, err, writes(s), m.want)
+			}
+		}
+	}
+
+	spot := func(account, id string) []byte {
+		return sample(t, "spot-interruption.json", sampleInstance, id, `"account": "123456789012"`, `"account": "`+account+`"`)
+	}
+	ignored := []struct {
+		name      string
+		h         Handler
+		account   string
+		rebalance string
+		raw       []byte
+		want      string
+	}{
+		{"unknown source", InterruptionHandler(), "", "", []byte(`{"version":"0","id":"u1","source":"aws.s3","detail-type":"Object Created","account":"123456789012","time":"2024-05-01T12:00:00Z","region":"us-east-1","resources":[],"detail":{}}`), "no Joiner handler"},
+		{"unknown detail-type", InterruptionHandler(), "", "", []byte(`{"version":"0","id":"u2","source":"aws.ec2","detail-type":"EBS Snapshot Notification","account":"123456789012","time":"2024-05-01T12:00:00Z","region":"us-east-1","resources":[],"detail":{}}`), "no Joiner handler"},
+		{"foreign account spot", InterruptionHandler(), "123456789012", "", spot("999999999999", ours), "account 999999999999"},
+		{"foreign account pending pods", ProvisionerHandler(), "123456789012", "", sample(t, "pending-pods.json", `"cluster": "technews-karpenter-eks"`, `"cluster": "test"`, `"account": "123456789012"`, `"account": "999999999999"`), "account 999999999999"},
+		{"other cluster pending pods", ProvisionerHandler(), "", "", sample(t, "pending-pods.json"), `cluster "technews-karpenter-eks"`},
+		{"instance of another cluster", InterruptionHandler(), "", "", spot("123456789012", "i-0ffffffffffffffff"), "no instance of this event"},
+		{"spot warning to the provisioner", ProvisionerHandler(), "", "", spot("123456789012", ours), "not a provisioner trigger"},
+		{"spot warning to the consolidator", ConsolidatorHandler(), "", "", spot("123456789012", ours), "not a consolidation trigger"},
+		{"pending pods to the interruption function", InterruptionHandler(), "", "", sample(t, "pending-pods.json", `"cluster": "technews-karpenter-eks"`, `"cluster": "test"`), "not an interruption"},
+		{"running state", InterruptionHandler(), "", "", sample(t, "state-change-terminated.json", sampleInstance, ours, `"state": "terminated"`, `"state": "running"`), "needs nothing"},
+		{"rebalance while ignoring them", InterruptionHandler(), "", RebalanceIgnore, sample(t, "rebalance.json", sampleInstance, ours), "ignored"},
+	}
+	for _, c := range ignored {
+		w.Config.AccountID, w.Config.Rebalance = c.account, cmp.Or(c.rebalance, RebalanceIgnore)
+		s, err := w.deliver(c.h, c.raw)
+		if err != nil || s.Action != "ignored" || !strings.Contains(s.Ignored, c.want) || len(writes(s)) != 0 {
+			t.Errorf("%s: summary %+v, error %v, writes %v; want ignored because %q, nothing written", c.name, s, err, writes(s), c.want)
+		}
 	}
 }

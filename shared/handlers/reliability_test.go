@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/joiner-autoscaler/joiner/events"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
@@ -198,78 +196,6 @@ func (w *world) planAlone(t *testing.T) int {
 		t.Fatalf("plan alone: %d new nodes, unschedulable %v", len(plan.NewNodes), plan.Unschedulable)
 	}
 	return len(plan.NewNodes)
-}
-
-// TestMalformedUnknownForeignAndOtherClusterEventsMutateNothing: bad input is an
-// error that names the problem; events Joiner has no business with are ignored; in
-// neither case is anything written to Kubernetes or EC2.
-func TestMalformedUnknownForeignAndOtherClusterEventsMutateNothing(t *testing.T) {
-	w := newWorld(t)
-	w.fastRetries()
-	w.pending(t, "web", 1, "500m")
-	mustDeliver(t, w.fresh(t, Provisioner, fnOpts{}), sample(t, "scheduled-rule.json"))
-	nodes := w.registerNew(t)
-	w.bind(t, nodes[0], "web-0")
-	w.pending(t, "more", 1, "3")
-	before := w.fingerprint(t)
-	calls := len(w.sim.Calls())
-
-	malformed := []struct {
-		name, raw, want string
-	}{
-		{"empty", "", "empty input"},
-		{"not JSON", "hello", "not a JSON object"},
-		{"truncated", string(sample(t, "spot-interruption.json"))[:80], "invalid JSON"},
-		{"no source", `{"detail-type":"EC2 Spot Instance Interruption Warning","detail":{}}`, `"source" is missing`},
-		{"spot without instance", strings.Replace(string(sample(t, "spot-interruption.json")), `"instance-id": "i-1234567890abcdef0",`, "", 1), "instance-id"},
-		{"detail not an object", `{"version":"0","id":"x","source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","detail":"running"}`, "not an object"},
-		{"bad time", strings.Replace(string(sample(t, "spot-interruption.json")), "2024-05-01T12:00:00Z", "yesterday", 1), "RFC 3339"},
-	}
-	for _, fn := range []string{Provisioner, Interruption, Consolidator} {
-		for _, m := range malformed {
-			_, err := deliver(t, context.Background(), w.fresh(t, fn, fnOpts{}), []byte(m.raw))
-			if err == nil || !errors.Is(err, events.ErrMalformed) || !strings.Contains(err.Error(), m.want) {
-				t.Errorf("%s(%s): error %v, want a malformed-event error mentioning %q", fn, m.name, err, m.want)
-			}
-		}
-	}
-
-	spot := func(account, id string) []byte {
-		return sample(t, "spot-interruption.json", sampleInstance, id, `"account": "123456789012"`, `"account": "`+account+`"`)
-	}
-	ignored := []struct {
-		name, function string
-		o              fnOpts
-		raw            []byte
-		want           string
-	}{
-		{"unknown source", Interruption, fnOpts{}, []byte(`{"version":"0","id":"u1","source":"aws.s3","detail-type":"Object Created","account":"123456789012","time":"2024-05-01T12:00:00Z","region":"us-east-1","resources":[],"detail":{}}`), "no Joiner handler"},
-		{"unknown detail-type", Interruption, fnOpts{}, []byte(`{"version":"0","id":"u2","source":"aws.ec2","detail-type":"EBS Snapshot Notification","account":"123456789012","time":"2024-05-01T12:00:00Z","region":"us-east-1","resources":[],"detail":{}}`), "no Joiner handler"},
-		{"foreign account spot", Interruption, fnOpts{account: "123456789012"}, spot("999999999999", nodes[0]), "account 999999999999"},
-		{"foreign account pending pods", Provisioner, fnOpts{account: "123456789012"}, sample(t, "pending-pods.json", `"cluster": "technews-karpenter-eks"`, `"cluster": "e2e"`, `"account": "123456789012"`, `"account": "999999999999"`), "account 999999999999"},
-		{"other cluster pending pods", Provisioner, fnOpts{}, sample(t, "pending-pods.json"), `cluster "technews-karpenter-eks"`},
-		{"instance of another cluster", Interruption, fnOpts{}, spot("123456789012", "i-0ffffffffffffffff"), "no instance of this event"},
-		{"spot warning to the provisioner", Provisioner, fnOpts{}, spot("123456789012", nodes[0]), "not a provisioner trigger"},
-		{"spot warning to the consolidator", Consolidator, fnOpts{}, spot("123456789012", nodes[0]), "not a consolidation trigger"},
-		{"pending pods to the interruption function", Interruption, fnOpts{}, sample(t, "pending-pods.json", `"cluster": "technews-karpenter-eks"`, `"cluster": "e2e"`), "not an interruption"},
-		{"running state", Interruption, fnOpts{}, sample(t, "state-change-terminated.json", sampleInstance, nodes[0], `"state": "terminated"`, `"state": "running"`), "needs nothing"},
-		{"rebalance while ignoring them", Interruption, fnOpts{rebalance: RebalanceIgnore}, sample(t, "rebalance.json", sampleInstance, nodes[0]), "ignored"},
-	}
-	for _, c := range ignored {
-		s, err := deliver(t, context.Background(), w.fresh(t, c.function, c.o), c.raw)
-		if err != nil || s.Action != "ignored" || !strings.Contains(s.Ignored, c.want) {
-			t.Errorf("%s: summary %+v, error %v; want ignored because %q", c.name, s, err, c.want)
-		}
-	}
-	if g := w.fingerprint(t); !before.equal(g) {
-		t.Errorf("ignored or malformed events changed something: %s", before.diff(g))
-	}
-	for _, c := range w.sim.Calls()[calls:] {
-		switch c.Action {
-		case "CreateFleet", "RunInstances", "TerminateInstances", "CreateTags", "CreateLaunchTemplate", "DeleteLaunchTemplate":
-			t.Errorf("mutating EC2 call %s while handling ignored events", c.Action)
-		}
-	}
 }
 
 // killedDisruption begins a disruption of node as an invocation would, with a
