@@ -244,16 +244,12 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 		}
 	}
 	// A pod whose affinity targets pods placed after it gets another chance once
-	// they are placed; repeat while that helps. These attempts record why they
-	// fail: the last round places nothing, so its records hold for the end state.
+	// they are placed; repeat while that helps.
 	for progress := true; progress && len(failed) > 0; {
 		progress = false
 		rest := failed[:0]
 		for _, p := range failed {
-			if p.rej == nil {
-				p.rej = &rejections{}
-			}
-			if s.place(p, p.rej) {
+			if s.place(p, nil) {
 				progress = true
 			} else {
 				rest = append(rest, p)
@@ -261,8 +257,17 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 		}
 		failed = rest
 	}
+	// The last round placed nothing, so trying once more on the same state,
+	// recording why each attempt fails, gives records that hold for the end
+	// state. Recording walks every candidate (a fast attempt under a binding
+	// limit looks at a few), so only this round records.
 	for _, p := range failed {
-		p.err = s.unplacedReason(p)
+		if p.rej == nil {
+			p.rej = &rejections{}
+		}
+		if !s.place(p, p.rej) { // it fails again: nothing changed
+			p.err = s.unplacedReason(p)
+		}
 	}
 	s.rebalance()
 	s.improve()
