@@ -173,7 +173,7 @@ func (s *solver) bestNew(p *podInfo, cls *podClass, a *attempt, zok uint64, rec 
 				first := -1
 				for _, id := range ids[lo:hi] {
 					i := int(id)
-					if (first < 0 || i < first) && bitSet(cp.bits[z], i) && p.req.fits(cs[i].avail) && s.limitOK(pool, cs[i].cap, true) &&
+					if (first < 0 || i < first) && bitSet(cp.bits[z], i) && p.req.fits(cs[i].avail) && slotFree(&cs[i]) && s.limitOK(pool, cs[i].cap, true) &&
 						s.minValuesWith(pool, z, i, nil, p, cls, p.req) &&
 						(len(a.masks) == 0 || s.candOK(pool, z, i, cls, a)) && (len(p.ports) == 0 || !portsClash(p.ports, cs[i].dsPorts)) {
 						first = i

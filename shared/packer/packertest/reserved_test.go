@@ -168,3 +168,18 @@ func TestPodsSelectReservations(t *testing.T) {
 		t.Errorf("the pool allows another reservation only: %s", s.dump())
 	}
 }
+
+// TestReservationSlotsUnderALimit: under a pool limit the engine looks only at
+// the candidates the limit still allows (capWindow); a full reservation must
+// still turn a pod away there: two slots, four pods, a cpu limit with room for
+// all four (16 vCPU: four 4-vCPU g6.xlarge); two reserved nodes and two
+// on-demand ones, never a third reserved.
+func TestReservationSlotsUnderALimit(t *testing.T) {
+	pool := poolOf("train", 0, capacityTypes("reserved", "on-demand"))
+	pool.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: qty("16")}
+	s := solve(t, reservedSnapshot(t, gpuPods(4), 2, pool))
+	res, other := reservedNodes(s.plan)
+	if len(res) != 2 || len(other) != 2 {
+		t.Fatalf("want 2 reserved and 2 on-demand nodes, got %s", s.dump())
+	}
+}
