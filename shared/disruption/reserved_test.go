@@ -82,3 +82,22 @@ func TestReservedNodePricedAsItsReservation(t *testing.T) {
 		}
 	}
 }
+
+// TestInterruptionReplacementTakesAFreeReservation: the pods of an interrupted
+// node are replaced into a free slot of a reservation the class selects, as any
+// new node would be; with the reservation full, on-demand.
+func TestInterruptionReplacementTakesAFreeReservation(t *testing.T) {
+	c := trainingCluster(t)
+	going := c.Snapshot.Nodes[0]
+	c.Snapshot.Reservations = []packer.Reservation{{ID: crP5, InstanceType: "p5.48xlarge", Zone: zone, Available: 1, NodeClasses: []string{"default"}}}
+	pods := map[string][]*corev1.Pod{going.Node.Name: going.Pods}
+	plan := Replacements(c.input(), []*corev1.Node{going.Node}, pods)
+	if len(plan.NewNodes) != 1 || plan.NewNodes[0].CapacityReservationID != crP5 {
+		t.Fatalf("replacement %+v (unschedulable %v), want one node in %s", plan.NewNodes, plan.Unschedulable, crP5)
+	}
+	c.Snapshot.Reservations[0].Available = 0
+	plan = Replacements(c.input(), []*corev1.Node{going.Node}, pods)
+	if len(plan.NewNodes) != 1 || plan.NewNodes[0].CapacityType != karpenter.CapacityTypeOnDemand {
+		t.Errorf("reservation full: replacement %+v, want one on-demand node", plan.NewNodes)
+	}
+}

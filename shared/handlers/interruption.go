@@ -205,6 +205,9 @@ func (d *Deps) replace(ctx context.Context, st *kube.ClusterState, going []*core
 	}
 	snap := st.Snapshot
 	snap.Catalog = cat
+	// A free slot in a reservation the class selects is where a replacement
+	// goes first, as for any new node.
+	snap.Reservations = d.reservations(ctx, snap.NodeClasses)
 	plan := disruption.Replacements(disruption.Input{Now: d.now(), Snapshot: &snap, NodeClaims: st.NodeClaims, PDBs: st.PDBs,
 		Options: disruption.Options{Packer: packer.Options{Explain: true, Prepared: d.preparedFor(cat)}}}, going, st.PodsByNode)
 	d.launchPlan(ctx, st, cat, plan, reason, sum)
