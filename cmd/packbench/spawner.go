@@ -29,9 +29,12 @@ type spawnRequest struct {
 }
 
 type spawnResult struct {
-	WallNs    int64  `json:"wallNs"`
-	MaxRSSKiB int64  `json:"maxRSSKiB"`
-	Err       string `json:"err,omitempty"`
+	WallNs    int64 `json:"wallNs"`
+	MaxRSSKiB int64 `json:"maxRSSKiB"`
+	// CPUNs is the process's user + system time: on a busy machine a better
+	// measure of its work than the wall time.
+	CPUNs int64  `json:"cpuNs"`
+	Err   string `json:"err,omitempty"`
 }
 
 // spawner serves one request per input line: run argv with stdout to /dev/null.
@@ -65,6 +68,7 @@ func spawnOnce(argv []string) spawnResult {
 	res := spawnResult{WallNs: int64(time.Since(start))}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		res.MaxRSSKiB = ru.Maxrss // KiB on Linux
+		res.CPUNs = ru.Utime.Nano() + ru.Stime.Nano()
 	}
 	if err != nil {
 		res.Err = fmt.Sprintf("%v: %s", err, firstLine(stderr.String()))
