@@ -79,9 +79,8 @@ func newMemWorld(t *testing.T, now time.Time, pools ...*karpenter.NodePool) *mem
 
 // State is what ReadState would return for the world.
 func (w *memWorld) State() *kube.ClusterState {
-	o := w.Objects()
-	return kube.NewState(kube.Objects{Pods: o.Pods, Nodes: o.Nodes, NodeClaims: o.NodeClaims, NodePools: o.NodePools,
-		NodeClasses: o.NodeClasses, DaemonSets: o.DaemonSets, PDBs: o.PDBs}, w.Now)
+	return kube.NewState(kube.Objects{Pods: w.Pods(), Nodes: w.Nodes(), NodeClaims: w.NodeClaims, NodePools: w.Snapshot.NodePools,
+		NodeClasses: w.Snapshot.NodeClasses, DaemonSets: w.Snapshot.DaemonSets, PDBs: w.PDBs}, w.Now)
 }
 
 // owned lists an instance for every NodeClaim with a providerID, as EC2 would.

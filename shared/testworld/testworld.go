@@ -7,8 +7,9 @@
 // on objects of the same shape.
 //
 // A World holds what the API server would list. Its Snapshot is the packing
-// engine's view as the disruption tests hand it to disruption.Decide; Objects are
-// the lists, for kube.NewState to assemble as ReadState does.
+// engine's view as the disruption tests hand it to disruption.Decide; Nodes, Pods,
+// NodeClaims and PDBs are the lists, for kube.NewState to assemble as ReadState
+// does.
 //
 // It imports only the API types, the catalog and the packer (never kube,
 // disruption, nominate or handlers), so the tests of each of those can use it.
@@ -19,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -254,28 +254,23 @@ func (w *World) PDB(name string, allowed int32, match map[string]string) *policy
 	return pdb
 }
 
-// Objects are the lists an API server would answer for a World.
-type Objects struct {
-	Pods        []*corev1.Pod
-	Nodes       []*corev1.Node
-	NodeClaims  []*karpenter.NodeClaim
-	NodePools   []*karpenter.NodePool
-	NodeClasses []*karpenter.EC2NodeClass
-	DaemonSets  []*appsv1.DaemonSet
-	PDBs        []*policyv1.PodDisruptionBudget
+// Nodes lists the world's nodes, in the order they were added.
+func (w *World) Nodes() []*corev1.Node {
+	var out []*corev1.Node
+	for _, ns := range w.Snapshot.Nodes {
+		out = append(out, ns.Node)
+	}
+	return out
 }
 
-// Objects lists the world: the pods of every node (in node order), then the
+// Pods lists the world's pods: those of every node (in node order), then the
 // pending ones.
-func (w *World) Objects() Objects {
-	o := Objects{NodeClaims: w.NodeClaims, NodePools: w.Snapshot.NodePools, NodeClasses: w.Snapshot.NodeClasses,
-		DaemonSets: w.Snapshot.DaemonSets, PDBs: w.PDBs}
+func (w *World) Pods() []*corev1.Pod {
+	var out []*corev1.Pod
 	for _, ns := range w.Snapshot.Nodes {
-		o.Nodes = append(o.Nodes, ns.Node)
-		o.Pods = append(o.Pods, ns.Pods...)
+		out = append(out, ns.Pods...)
 	}
-	o.Pods = append(o.Pods, w.Snapshot.Pods...)
-	return o
+	return append(out, w.Snapshot.Pods...)
 }
 
 // PodOption changes a pod.

@@ -22,9 +22,9 @@ func TestViewsAgree(t *testing.T) {
 	w.Node("static", "", "m5.xlarge", 24*time.Hour)
 	w.Pending(testworld.PendingPod(now, "waiting", "1", "1Gi"))
 	w.InFlight("default-x", "default", "m5.xlarge", testworld.Zone, karpenter.CapacityTypeOnDemand, "i-0123456789abcdef0", time.Minute)
-	o := w.Objects()
-	st := kube.NewState(kube.Objects{Pods: o.Pods, Nodes: o.Nodes, NodeClaims: o.NodeClaims, NodePools: o.NodePools,
-		NodeClasses: o.NodeClasses, PDBs: o.PDBs}, now)
+	nodes := w.Nodes()
+	st := kube.NewState(kube.Objects{Pods: w.Pods(), Nodes: nodes, NodeClaims: w.NodeClaims, NodePools: w.Snapshot.NodePools,
+		NodeClasses: w.Snapshot.NodeClasses, PDBs: w.PDBs}, now)
 	if len(st.Snapshot.Nodes) != len(w.Snapshot.Nodes) {
 		t.Fatalf("%d nodes assembled, world has %d", len(st.Snapshot.Nodes), len(w.Snapshot.Nodes))
 	}
@@ -40,10 +40,10 @@ func TestViewsAgree(t *testing.T) {
 	if len(st.Snapshot.InFlight) != 1 || st.Snapshot.InFlight[0].Name != "default-x" {
 		t.Errorf("in flight %v, want default-x", st.Snapshot.InFlight)
 	}
-	if nc := st.NodeClaimForNode(o.Nodes[0]); nc == nil || nc.Name != "a-claim" {
+	if nc := st.NodeClaimForNode(nodes[0]); nc == nil || nc.Name != "a-claim" {
 		t.Errorf("node a's NodeClaim: %v", nc)
 	}
-	if q := o.Nodes[0].Status.Allocatable[corev1.ResourceCPU]; q.IsZero() {
+	if q := nodes[0].Status.Allocatable[corev1.ResourceCPU]; q.IsZero() {
 		t.Error("a catalog node without allocatable cpu")
 	}
 }
