@@ -137,6 +137,14 @@ func fillCluster(c *Cluster, w *world, now time.Time) {
 	c.Tags = cloneTags(c.Tags)
 }
 
+// PublicImageID is the ID of the seeded public image named name (the EKS-optimized
+// and Bottlerocket images of publicAMIs): stable across runs, so a test can write
+// the image a node was launched from before the simulator starts.
+func PublicImageID(name string) string {
+	h := sha256.Sum256([]byte(name))
+	return "ami-0" + hex.EncodeToString(h[:8])
+}
+
 // publicAMI is one seeded public image and the SSM parameters naming it.
 type publicAMI struct {
 	image  Image
@@ -154,9 +162,8 @@ func publicAMIs(versions []string) []publicAMI {
 	brDevices := []ImageBlockDevice{{DeviceName: "/dev/xvda", VolumeSizeGiB: 2}, {DeviceName: "/dev/xvdb", VolumeSizeGiB: 20}}
 	devices := eksDevices
 	add := func(name, arch, desc string, params ...string) {
-		h := sha256.Sum256([]byte(name))
 		img := Image{
-			ID: "ami-0" + hex.EncodeToString(h[:8]), Name: name, Description: desc, Architecture: arch,
+			ID: PublicImageID(name), Name: name, Description: desc, Architecture: arch,
 			OwnerID: EKSAMIOwner, OwnerAlias: "amazon", State: "available", Public: true,
 			CreationDate: publicAMIDate.Format(time.RFC3339), BlockDevices: slices.Clone(devices),
 		}

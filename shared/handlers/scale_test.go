@@ -42,7 +42,7 @@ import (
 // anything that changes what populateScale writes, so a cached etcd of the old shape
 // is not reused.
 const (
-	scaleGenVersion = "3"
+	scaleGenVersion = "4"
 	scaleDSPerNode  = 2     // DaemonSet pods on every node (20,000)
 	scaleCluster    = "e2e" // the simulator's default seed discovers subnets by it
 	scaleRuns       = 3
@@ -615,6 +615,13 @@ func scaleNodeName(i int) string {
 	return fmt.Sprintf("ip-10-%d-%d-%d.ec2.internal", i/65536, (i/256)%256, i%256)
 }
 
+// scaleImageID is the image al2023@latest resolves to on the simulator for the
+// nodes' architecture, so the nodes are current, not drifted.
+func scaleImageID() string {
+	return awssim.PublicImageID(fmt.Sprintf("amazon-eks-node-al2023-x86_64-standard-%s-%s",
+		awssim.DefaultKubernetesVersions[len(awssim.DefaultKubernetesVersions)-1], awssim.EKSAMIRelease))
+}
+
 // scaleNodeType is node i's pool and type. The empty and underused nodes (the
 // first scaleEmpty+scaleUnderused) are the general pool's, which no pending pod
 // selects: pods pending in a real cluster are those that fit no node, and
@@ -664,6 +671,10 @@ func scaleNode(i int) (*corev1.Node, *unstructured.Unstructured) {
 			ncLabels[k] = v
 		}
 	}
+	conds := []any{cond("Launched"), cond("Registered"), cond("Initialized"), cond("Ready")}
+	if i < scaleEmpty { // a round has seen it empty already: its consolidateAfter runs
+		conds = append(conds, cond(karpenter.ConditionEmpty))
+	}
 	res := map[string]any{"cpu": alloc.Cpu().String(), "memory": alloc.Memory().String(), "pods": "58", "ephemeral-storage": "17Gi"}
 	nc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": karpenter.APIVersion, "kind": karpenter.NodeClaimKind,
@@ -677,8 +688,8 @@ func scaleNode(i int) (*corev1.Node, *unstructured.Unstructured) {
 				map[string]any{"key": karpenter.CapacityTypeLabelKey, "operator": "In", "values": []any{ct}},
 				map[string]any{"key": corev1.LabelTopologyZone, "operator": "In", "values": []any{zone}}},
 			"resources": map[string]any{"requests": map[string]any{"cpu": "1", "pods": "8"}}},
-		"status": map[string]any{"providerID": pid, "nodeName": name, "imageID": "ami-0123456789abcdef0", "capacity": res, "allocatable": res,
-			"conditions": []any{cond("Launched"), cond("Registered"), cond("Initialized"), cond("Ready")}},
+		"status": map[string]any{"providerID": pid, "nodeName": name, "imageID": scaleImageID(), "capacity": res, "allocatable": res,
+			"conditions": conds},
 	}}
 	return n, nc
 }
