@@ -39,8 +39,10 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	explain := fs.Bool("explain", false, "say why each type was chosen and why each unschedulable pod is")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	timing := fs.Bool("timing", false, "print how long reading, planning and writing took (stderr)")
+	counts := reservationCounts{}
+	fs.Var(counts, "reservation", "cr-ID=N (repeatable): a capacity reservation an EC2NodeClass's status lists takes N more instances")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: joiner plan -f PATH [-f PATH]... [--catalog FILE] [--region R] [-o table|json] [--explain]")
+		fmt.Fprintln(stderr, "usage: joiner plan -f PATH [-f PATH]... [--catalog FILE] [--region R] [--reservation cr-ID=N]... [-o table|json] [--explain]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -82,6 +84,10 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 1
+	}
+	if snap.Reservations, err = offlineReservations(snap.NodeClasses, counts, stderr); err != nil {
+		fmt.Fprintf(stderr, "joiner plan: %v\n", err)
+		return 2
 	}
 	t1 := time.Now()
 	plan := packer.Solve(snap, packer.Options{Explain: *explain, Prepared: prep})
@@ -160,7 +166,11 @@ func writePlanTable(w io.Writer, plan *packer.Plan, explain bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "NEW NODE\tPOOL\tTYPE\tCAPACITY\tZONE\t$/HOUR\tPODS\n")
 	for _, n := range plan.NewNodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.4f\t%s\n", n.Name, n.NodePool, n.InstanceType, n.CapacityType, n.Zone, n.PricePerHour, podList(n.Pods))
+		capacity := n.CapacityType
+		if n.CapacityReservationID != "" {
+			capacity += " " + n.CapacityReservationID
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.4f\t%s\n", n.Name, n.NodePool, n.InstanceType, capacity, n.Zone, n.PricePerHour, podList(n.Pods))
 	}
 	tw.Flush()
 	if explain {
