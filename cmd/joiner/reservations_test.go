@@ -102,3 +102,26 @@ func TestPlanOfflineReservations(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateReservedOnlyPoolWithoutReservations: a pool that allows only
+// reserved capacity on a class selecting no reservation can launch nothing:
+// validate warns, naming the fix; with the class's terms it says nothing.
+func TestValidateReservedOnlyPoolWithoutReservations(t *testing.T) {
+	validate := func(manifests string) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "training.yaml"), []byte(manifests), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		dispatch(context.Background(), []string{"validate", "-f", dir}, &out, &errb)
+		return out.String() + errb.String()
+	}
+	const warning = `spec.template.spec.requirements: the pool allows only reserved capacity (karpenter.sh/capacity-type In [reserved]), but EC2NodeClass "training" selects no capacity reservation`
+	if got := validate(reservedManifests); strings.Contains(got, warning) {
+		t.Errorf("the class selects reservations, yet: %s", got)
+	}
+	without := strings.Replace(reservedManifests, "  capacityReservationSelectorTerms: [{tags: {purpose: training}}]\n", "", 1)
+	if got := validate(without); !strings.Contains(got, warning) || !strings.Contains(got, "or allow on-demand") {
+		t.Errorf("want the warning %q, got:\n%s", warning, got)
+	}
+}

@@ -141,6 +141,9 @@ type classRef struct {
 	src  Source
 	path string
 	name string
+	// reservedOnly: the pool's capacity-type requirement admits reserved
+	// capacity and nothing else.
+	reservedOnly bool
 }
 
 // MaxExpandedPods caps how many pods workloads may expand into per bundle, so a stray
@@ -258,6 +261,19 @@ func (b *Bundle) Finish() {
 			msg += "; it must exist in the cluster"
 		}
 		b.addProblem(Problem{File: r.src.File, Doc: r.src.Doc, Path: r.path, Warning: true, Message: msg})
+	}
+	for _, r := range b.classRefs {
+		if !r.reservedOnly {
+			continue
+		}
+		for _, nc := range b.NodeClasses {
+			if nc.Name == r.name && len(nc.Spec.CapacityReservationSelectorTerms) == 0 {
+				b.addProblem(Problem{File: r.src.File, Doc: r.src.Doc, Path: strings.TrimSuffix(r.path, "nodeClassRef.name") + "requirements", Warning: true,
+					Message: fmt.Sprintf("the pool allows only reserved capacity (%s In [reserved]), but EC2NodeClass %q selects no capacity reservation "+
+						"(spec.capacityReservationSelectorTerms): it can launch nothing; add the reservations' id or tags to the class, or allow on-demand",
+						karpenter.CapacityTypeLabelKey, r.name)})
+			}
+		}
 	}
 	b.classRefs = nil
 	// Problems read file by file, document by document, whatever check found them.

@@ -333,6 +333,20 @@ func (d *docCtx) count(kind string, pods int) {
 	f.Kinds = append(f.Kinds, KindCount{Kind: kind, Count: 1, Pods: pods})
 }
 
+// reservedOnly reports whether a pool's capacity-type requirements admit
+// reserved capacity and neither spot nor on-demand.
+func reservedOnly(np *karpenter.NodePool) bool {
+	admits := func(ct string) bool {
+		for _, r := range np.Spec.Template.Spec.Requirements {
+			if r.Key == karpenter.CapacityTypeLabelKey && !r.MatchesLabels(map[string]string{karpenter.CapacityTypeLabelKey: ct}) {
+				return false
+			}
+		}
+		return true
+	}
+	return admits(karpenter.CapacityTypeReserved) && !admits(karpenter.CapacityTypeSpot) && !admits(karpenter.CapacityTypeOnDemand)
+}
+
 func (d *docCtx) nodePool(o *objCtx, obj map[string]any) {
 	limitsResourcesHint(o, obj)
 	np := decodeTyped[karpenter.NodePool](o, obj, nodePoolHints, true)
@@ -345,7 +359,7 @@ func (d *docCtx) nodePool(o *objCtx, obj map[string]any) {
 			if o.prefix != "" {
 				p = o.prefix + "." + p
 			}
-			d.b.classRefs = append(d.b.classRefs, classRef{src: d.src, path: p, name: ref.Name})
+			d.b.classRefs = append(d.b.classRefs, classRef{src: d.src, path: p, name: ref.Name, reservedOnly: reservedOnly(np)})
 		}
 		if o.keep(karpenter.NodePoolKind, "", np.Name) {
 			d.b.NodePools = append(d.b.NodePools, np)
