@@ -15,6 +15,9 @@
 //
 // AWS credentials and region come from the SDK's default chain (IRSA web identity,
 // EKS Pod Identity, environment); AWS_ENDPOINT_URL_EVENTBRIDGE points it elsewhere.
+// With IRSA the SDK's web-identity provider calls STS (AssumeRoleWithWebIdentity)
+// with a client of its own: behind a VPC endpoint or an emulator, set
+// AWS_ENDPOINT_URL_STS too (or AWS_ENDPOINT_URL for every service).
 package main
 
 import (
@@ -139,7 +142,8 @@ func main() {
 
 // newEventBridge uses the SDK's default chain: region and credentials from the
 // environment, IRSA's web identity token file or EKS Pod Identity's container
-// credentials; AWS_ENDPOINT_URL_EVENTBRIDGE overrides the endpoint (tests, VPC endpoints).
+// credentials; AWS_ENDPOINT_URL_EVENTBRIDGE overrides the endpoint (tests, VPC endpoints),
+// AWS_ENDPOINT_URL_STS the one the web-identity provider signs in at.
 func newEventBridge(ctx context.Context) (*eventbridge.Client, error) {
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {

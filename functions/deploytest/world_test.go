@@ -135,6 +135,10 @@ type lambdaConfig struct {
 	Environment  struct {
 		Variables map[string]string `json:"Variables"`
 	} `json:"Environment"`
+	LoggingConfig struct {
+		LogFormat           string `json:"LogFormat"`
+		ApplicationLogLevel string `json:"ApplicationLogLevel"`
+	} `json:"LoggingConfig"`
 }
 
 // need fails (make test, CI) or skips the test when a real part is missing.
@@ -499,9 +503,16 @@ func (w *world) startFunctions(t *testing.T) {
 		env := []string{"PATH=/usr/bin:/bin", "AWS_REGION=" + region, "AWS_DEFAULT_REGION=" + region,
 			"AWS_ACCESS_KEY_ID=" + creds.AccessKeyID, "AWS_SECRET_ACCESS_KEY=" + creds.SecretAccessKey, "AWS_SESSION_TOKEN=" + creds.SessionToken,
 			"AWS_LAMBDA_FUNCTION_NAME=" + c.FunctionName, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=" + fmt.Sprint(c.MemorySize),
-			"AWS_LAMBDA_FUNCTION_TIMEOUT=" + fmt.Sprint(c.Timeout), "AWS_LAMBDA_LOG_FORMAT=JSON",
+			"AWS_LAMBDA_FUNCTION_TIMEOUT=" + fmt.Sprint(c.Timeout),
 			"AWS_ENDPOINT_URL=" + w.moto.URL, "AWS_EC2_METADATA_DISABLED=true",
 			"AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"}
+		// Lambda's advanced logging controls reach the runtime as these two.
+		if c.LoggingConfig.LogFormat != "" {
+			env = append(env, "AWS_LAMBDA_LOG_FORMAT="+c.LoggingConfig.LogFormat)
+		}
+		if c.LoggingConfig.ApplicationLogLevel != "" {
+			env = append(env, "AWS_LAMBDA_LOG_LEVEL="+c.LoggingConfig.ApplicationLogLevel)
+		}
 		keys := make([]string, 0, len(c.Environment.Variables))
 		for k := range c.Environment.Variables {
 			keys = append(keys, k)
