@@ -416,7 +416,7 @@ func (w *world) refusals(t *testing.T, launched []ec2types.Instance) {
 				IamInstanceProfile: &ec2types.IamInstanceProfileSpecification{Name: aws.String("other-profile")}})
 			return err
 		}},
-		{"put another role into an instance profile", "AccessDenied", "iam:AddRoleToInstanceProfile", func() error {
+		{"put the node role into an instance profile Joiner did not create", "AccessDenied", "iam:AddRoleToInstanceProfile", func() error {
 			_, err := fiam.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String("other-profile"), RoleName: aws.String(w.outputs["NodeRoleName"])})
 			return err
 		}},
@@ -614,50 +614,55 @@ func (w *world) destroy(t *testing.T) {
 			t.Errorf("stack %s is %s after cdk destroy", s.StackName, s.StackStatus)
 		}
 	}
-	// Every physical resource the stack created is gone from its service.
-	var fns struct {
-		Functions []struct{ FunctionName string } `json:"Functions"`
+	// Every physical resource the stack created is gone from its service, read back
+	// from that service (not from CloudFormation's own account of it).
+	live := map[string]map[string]bool{}
+	list := func(typ, query string, args ...string) {
+		var names []string
+		w.awsCLI(t, &names, append(args, "--query", query)...)
+		live[typ] = map[string]bool{}
+		for _, n := range names {
+			live[typ][n] = true
+		}
 	}
-	w.awsCLI(t, &fns, "lambda", "list-functions")
-	var roles struct {
-		Roles []struct{ RoleName, Arn string } `json:"Roles"`
-	}
-	w.awsCLI(t, &roles, "iam", "list-roles")
-	var buses struct {
-		EventBuses []struct{ Name string } `json:"EventBuses"`
-	}
-	w.awsCLI(t, &buses, "events", "list-event-buses")
-	var queues struct {
-		QueueUrls []string `json:"QueueUrls"`
-	}
-	w.awsCLI(t, &queues, "sqs", "list-queues")
-	live := map[string]bool{}
-	for _, f := range fns.Functions {
-		live[f.FunctionName] = true
-	}
-	for _, r := range roles.Roles {
-		live[r.RoleName], live[r.Arn] = true, true
-	}
-	for _, b := range buses.EventBuses {
-		live[b.Name] = true
-	}
-	for _, q := range queues.QueueUrls {
-		live[q] = true
-	}
-	checked := 0
+	list("AWS::Lambda::Function", "Functions[].FunctionName", "lambda", "list-functions")
+	list("AWS::IAM::Role", "Roles[].RoleName", "iam", "list-roles")
+	list("AWS::Events::EventBus", "EventBuses[].Name", "events", "list-event-buses")
+	list("AWS::Events::Rule", "Rules[].Name", "events", "list-rules")
+	list("AWS::SQS::Queue", "QueueUrls", "sqs", "list-queues")
+	list("AWS::CloudWatch::Dashboard", "DashboardEntries[].DashboardName", "cloudwatch", "list-dashboards")
+	list("AWS::Logs::LogGroup", "logGroups[].logGroupName", "logs", "describe-log-groups")
+	// Gone with what holds them: a role's inline policies, a function's permissions.
+	partOf := map[string]string{"AWS::IAM::Policy": "its role", "AWS::Lambda::Permission": "its function"}
+	checked, retained := 0, 0
 	for _, r := range before.StackResourceSummaries {
-		switch r.ResourceType {
-		case "AWS::Lambda::Function", "AWS::IAM::Role", "AWS::Events::EventBus", "AWS::SQS::Queue":
-			checked++
-			if live[r.PhysicalResourceID] {
-				t.Errorf("%s %s (%s) is left after cdk destroy", r.ResourceType, r.LogicalResourceID, r.PhysicalResourceID)
+		id := r.PhysicalResourceID
+		if r.ResourceType == "AWS::Events::Rule" {
+			// A rule on Joiner's bus is <bus>|<rule> (or an ARN ending in /<rule>); the
+			// rules listed are the default bus's, Joiner's bus being gone.
+			id = id[max(strings.LastIndex(id, "|"), strings.LastIndex(id, "/"))+1:]
+		}
+		switch names, ok := live[r.ResourceType]; {
+		case r.ResourceType == "AWS::Logs::LogGroup":
+			// Kept on purpose (RemovalPolicy RETAIN): the functions' audit trail.
+			if names[id] {
+				retained++
 			}
+		case ok:
+			checked++
+			if names[id] {
+				t.Errorf("%s %s (%s) is left after cdk destroy", r.ResourceType, r.LogicalResourceID, id)
+			}
+		case partOf[r.ResourceType] != "":
+		default:
+			t.Errorf("%s %s: no check that cdk destroy removed it", r.ResourceType, r.LogicalResourceID)
 		}
 	}
 	if checked == 0 {
-		t.Fatalf("the stack listed no functions, roles, buses or queues: %+v", before)
+		t.Fatalf("the stack listed no resources to check: %+v", before)
 	}
-	t.Logf("cdk destroy: %d stack resources before, %d functions/roles/buses/queues checked gone", len(before.StackResourceSummaries), checked)
+	t.Logf("cdk destroy: of %d stack resources, %d checked gone in their services, %d log groups retained on purpose, the rest gone with their role or function",
+		len(before.StackResourceSummaries), checked, retained)
 	if n := len(profiles.InstanceProfiles); n > 0 {
 		t.Logf("known limit: %d Joiner instance profile(s) held the node role %s, yet moto's CloudFormation deleted the role; "+
 			"AWS answers DeleteConflict and the stack stops in DELETE_FAILED until `joiner cleanup` runs (infra/README.md, Removing)", n, w.outputs["NodeRoleName"])
