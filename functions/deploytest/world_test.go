@@ -44,6 +44,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/facts"
+	"github.com/joiner-autoscaler/joiner/shared/handlers"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kube/access"
@@ -654,7 +655,7 @@ func (w *world) nextDelivery(t *testing.T, fn string, timeout time.Duration) del
 
 // invoke posts event to fn under the emulator and returns its decision summary,
 // failing on an error answer.
-func (w *world) invoke(t *testing.T, fn string, event []byte) summary {
+func (w *world) invoke(t *testing.T, fn string, event []byte) handlers.Summary {
 	t.Helper()
 	d := w.fns[fn]
 	start := time.Now()
@@ -665,8 +666,10 @@ func (w *world) invoke(t *testing.T, fn string, event []byte) summary {
 	if r.Status != 200 || le.ErrorMessage != "" {
 		t.Fatalf("%s: HTTP %d %s\nits output:\n%s", fn, r.Status, r.Body, d.emu.Stdout.String()[r.LogFrom:])
 	}
-	var s summary
-	if err := json.Unmarshal(r.Body, &s); err != nil {
+	var s handlers.Summary
+	dec := json.NewDecoder(bytes.NewReader(r.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
 		t.Fatalf("%s: not a summary (%v): %s", fn, err, r.Body)
 	}
 	if len(s.Errors) > 0 {
@@ -674,18 +677,6 @@ func (w *world) invoke(t *testing.T, fn string, event []byte) summary {
 	}
 	t.Logf("%s (%s) in %.1f s: %s", fn, s.Event, time.Since(start).Seconds(), s.Action)
 	return s
-}
-
-// summary is the part of handlers.Summary the test reads.
-type summary struct {
-	Function        string   `json:"function"`
-	Event           string   `json:"event"`
-	Action          string   `json:"action"`
-	PodsPending     int      `json:"podsPending"`
-	NodesLaunched   []string `json:"nodesLaunched"`
-	NodesTerminated []string `json:"nodesTerminated"`
-	Interruptions   int      `json:"interruptionsHandled"`
-	Errors          []string `json:"errors"`
 }
 
 // schedule returns the payload the stack's schedule id delivers (EventBridge
