@@ -184,40 +184,14 @@ func (s *solver) bestNew(p *podInfo, cls *podClass, a *attempt, zok uint64, rec 
 				}
 				continue
 			}
-			for i := range cs {
-				if !bitSet(cp.bits[z], i) {
-					continue
-				}
-				if !p.req.fits(cs[i].avail) {
-					rec.tooSmall(pool.idx, cs[i].avail)
-					continue
-				}
-				if !slotFree(&cs[i]) {
-					rec.reject(pool.idx, stageReservations)
-					rec.fullReservation(pool.idx, &cs[i])
-					continue
-				}
-				if !s.limitOK(pool, cs[i].cap, true) {
-					rec.reject(pool.idx, stageLimits)
-					continue
-				}
-				if !s.minValuesWith(pool, z, i, nil, p, cls, p.req) {
-					rec.reject(pool.idx, stageMinValues)
-					continue
-				}
-				if !inZone || len(a.masks) > 0 && !s.candOK(pool, z, i, cls, a) || len(p.ports) > 0 && portsClash(p.ports, cs[i].dsPorts) {
-					// The zone's or another level's topology, or a DaemonSet's host
-					// port, turns the pod away.
-					rec.reject(pool.idx, stageTopology)
-					if !inZone {
-						break // walked only to record
-					}
-					continue
-				}
-				if cs[i].price < bestPrice || (cs[i].price == bestPrice && s.zoneNew[z] < s.zoneNew[bestZ]) {
-					bestZ, bestIdx, bestPrice = z, i, cs[i].price
-				}
-				break
+			var i int
+			if rec != nil && s.recMemo != nil && len(a.masks) == 0 && len(p.ports) == 0 && len(pool.minValues) == 0 {
+				i = s.walkMemo(pool, z, p, cls, a, inZone, rec)
+			} else {
+				i = s.walkZone(pool, z, p, cls, a, inZone, rec)
+			}
+			if i >= 0 && (cs[i].price < bestPrice || (cs[i].price == bestPrice && s.zoneNew[z] < s.zoneNew[bestZ])) {
+				bestZ, bestIdx, bestPrice = z, i, cs[i].price
 			}
 		}
 		if bestZ >= 0 {
@@ -225,6 +199,76 @@ func (s *solver) bestNew(p *podInfo, cls *podClass, a *attempt, zok uint64, rec 
 		}
 	}
 	return nil, 0, 0, 0
+}
+
+// walkZone walks pool's candidates in zone z cheapest first, recording in rec
+// how far each got, and returns the first that takes p (-1 for none).
+func (s *solver) walkZone(pool *poolInfo, z int, p *podInfo, cls *podClass, a *attempt, inZone bool, rec *rejections) int {
+	cp := cls.perPool[pool.idx]
+	cs := pool.cands[z]
+	for i := range cs {
+		if !bitSet(cp.bits[z], i) {
+			continue
+		}
+		if !p.req.fits(cs[i].avail) {
+			rec.tooSmall(pool.idx, cs[i].avail)
+			continue
+		}
+		if !slotFree(&cs[i]) {
+			rec.reject(pool.idx, stageReservations)
+			rec.fullReservation(pool.idx, &cs[i])
+			continue
+		}
+		if !s.limitOK(pool, cs[i].cap, true) {
+			rec.reject(pool.idx, stageLimits)
+			continue
+		}
+		if !s.minValuesWith(pool, z, i, nil, p, cls, p.req) {
+			rec.reject(pool.idx, stageMinValues)
+			continue
+		}
+		if !inZone || len(a.masks) > 0 && !s.candOK(pool, z, i, cls, a) || len(p.ports) > 0 && portsClash(p.ports, cs[i].dsPorts) {
+			// The zone's or another level's topology, or a DaemonSet's host
+			// port, turns the pod away.
+			rec.reject(pool.idx, stageTopology)
+			if !inZone {
+				return -1 // walked only to record
+			}
+			continue
+		}
+		return i
+	}
+	return -1
+}
+
+// recKey is what a recording walk of a zone depends on for a pod without
+// label masks or host ports in a pool without minValues.
+type recKey struct {
+	pool, z int
+	cls     *podClass
+	req     vec
+	inZone  bool
+}
+
+// walkMemo is walkZone for the recording round (see Solve), whose state does
+// not change: a walk's record is kept per recKey and merged into rec again
+// for the next pod of the same shape. Under a binding limit every candidate is
+// walked for every pod left pending; most are of a few shapes.
+func (s *solver) walkMemo(pool *poolInfo, z int, p *podInfo, cls *podClass, a *attempt, inZone bool, rec *rejections) int {
+	k := recKey{pool.idx, z, cls, p.req, inZone}
+	got, ok := s.recMemo[k]
+	if !ok {
+		scratch := &rejections{}
+		scratch.start(len(s.pools))
+		if i := s.walkZone(pool, z, p, cls, a, inZone, scratch); i >= 0 {
+			rec.add(pool.idx, scratch.pools[pool.idx])
+			return i // it takes p: not the recording round's case, not kept
+		}
+		got = scratch.pools[pool.idx]
+		s.recMemo[k] = got
+	}
+	rec.add(pool.idx, got)
+	return -1
 }
 
 func (s *solver) limitOK(p *poolInfo, delta vec, newNode bool) bool {

@@ -328,11 +328,24 @@ func (s *solver) capWindow(pool *poolInfo, z int, need, base vec) (lo, hi int, i
 	}
 	if pool.byCap[z] == nil {
 		cs := pool.cands[z]
-		ids := make([]int32, len(cs))
-		for i := range ids {
-			ids[i] = int32(i)
+		type capIdx struct {
+			c int64
+			i int32
 		}
-		slices.SortStableFunc(ids, func(a, b int32) int { return cmp.Compare(cs[a].cap[d], cs[b].cap[d]) })
+		keys := make([]capIdx, len(cs))
+		for i := range cs {
+			keys[i] = capIdx{cs[i].cap[d], int32(i)}
+		}
+		slices.SortFunc(keys, func(a, b capIdx) int {
+			if c := cmp.Compare(a.c, b.c); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.i, b.i)
+		})
+		ids := make([]int32, len(cs))
+		for k := range keys {
+			ids[k] = keys[k].i
+		}
 		pool.byCap[z] = ids
 	}
 	ids = pool.byCap[z]

@@ -2,6 +2,7 @@ package packer
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -74,6 +75,22 @@ func (r *rejections) reject(pool int, st stage) {
 func (r *rejections) tooSmall(pool int, avail vec) {
 	if r != nil {
 		r.pools[pool].largest = r.pools[pool].largest.maxWith(avail)
+	}
+}
+
+// add merges what another walk recorded for pool into r, as if r had
+// recorded it: the furthest stage, the largest too-small type, the full
+// reservations in the order found.
+func (r *rejections) add(pool int, o poolRejection) {
+	if r == nil {
+		return
+	}
+	r.reject(pool, o.stage)
+	r.tooSmall(pool, o.largest)
+	for _, id := range o.full {
+		if !slices.Contains(r.pools[pool].full, id) {
+			r.pools[pool].full = append(r.pools[pool].full, id)
+		}
 	}
 }
 

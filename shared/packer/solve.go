@@ -136,6 +136,9 @@ func (n *node) capacity() vec {
 func (n *node) slack() vec { return n.capacity().sub(n.used) }
 
 type solver struct {
+	// recMemo keeps the recording round's zone walks (see walkMemo); nil
+	// outside that round.
+	recMemo    map[recKey]poolRejection
 	snap       *Snapshot
 	opts       Options
 	dims       *dimensions
@@ -261,14 +264,18 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 	// recording why each attempt fails, gives records that hold for the end
 	// state. Recording walks every candidate (a fast attempt under a binding
 	// limit looks at a few), so only this round records.
+	s.recMemo = map[recKey]poolRejection{}
 	for _, p := range failed {
 		if p.rej == nil {
 			p.rej = &rejections{}
 		}
 		if !s.place(p, p.rej) { // it fails again: nothing changed
 			p.err = s.unplacedReason(p)
+		} else {
+			s.recMemo = map[recKey]poolRejection{} // it did change: walks again
 		}
 	}
+	s.recMemo = nil
 	s.rebalance()
 	s.improve()
 	s.downsize()
