@@ -157,6 +157,8 @@ func loadSnapshot(paths []string, catalogPath, region string, stderr io.Writer) 
 	// A manifest has no status, so every unbound pod needs a node.
 	unbound := func(p *corev1.Pod) bool { return p.Spec.NodeName == "" && !facts.IsTerminal(p) }
 	assembled, _, _ := packer.Assemble(b.Nodes, b.Pods, b.NodeClaims, unbound)
+	// As the provisioner: the pods of nodes being deleted are planned too.
+	assembled, _ = packer.ReplanDeleting(assembled, b.NodeClaims)
 	snap := &packer.Snapshot{Pods: assembled.Pods, Nodes: assembled.Nodes, InFlight: assembled.InFlight,
 		NodePools: b.NodePools, NodeClasses: b.NodeClasses, DaemonSets: b.DaemonSets, Catalog: cat}
 	return snap, lc.prep, region, nil

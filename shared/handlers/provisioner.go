@@ -51,7 +51,11 @@ func runProvisioner(ctx context.Context, d *Deps, ev events.Event, sum *Summary)
 	}
 	sum.PodsPending = len(st.Snapshot.Pods)
 	d.Metrics.Add("PodsPending", "Count", float64(sum.PodsPending))
-	if len(st.Snapshot.Pods) == 0 {
+	// The pods of nodes being deleted are planned with the pending ones, so their
+	// new home launches ahead of the drain (only pending pods are nominated and
+	// told why they wait: the others still run).
+	snap, moving := packer.ReplanDeleting(st.Snapshot, st.NodeClaims)
+	if len(snap.Pods) == 0 {
 		sum.Action = "nothing pending"
 		return nil
 	}
@@ -59,7 +63,6 @@ func runProvisioner(ctx context.Context, d *Deps, ev events.Event, sum *Summary)
 	if err != nil {
 		return err
 	}
-	snap := st.Snapshot
 	snap.Catalog = cat
 	snap.Reservations = d.reservations(ctx, snap.NodeClasses)
 	plan := packer.Solve(&snap, packer.Options{Explain: true, Prepared: d.preparedFor(snap.Catalog)})
@@ -80,6 +83,9 @@ func runProvisioner(ctx context.Context, d *Deps, ev events.Event, sum *Summary)
 	}
 	sum.Action = fmt.Sprintf("launched %d of %d planned node(s); %d pod(s) fit existing or in-flight capacity; %d unschedulable",
 		len(got), len(plan.NewNodes), onExisting, len(plan.Unschedulable))
+	if len(moving) > 0 {
+		sum.Action += fmt.Sprintf(" (%d of the pods planned run on nodes being deleted)", len(moving))
+	}
 	return nil
 }
 

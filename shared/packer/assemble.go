@@ -109,3 +109,67 @@ func withoutBoundPods(nc *karpenter.NodeClaim, pods []*corev1.Pod) *karpenter.No
 	cp.Status.Allocatable = alloc
 	return &cp
 }
+
+// ReplanDeleting returns snap with the pods of deleting nodes added to the pods
+// to place, so their new home is launched ahead of the drain, as Karpenter's
+// provisioner schedules the reschedulable pods of nodes marked for deletion with
+// the pending ones. A node is deleting when it or its NodeClaim (claims, matched
+// by providerID, else status.nodeName) has a deletionTimestamp, or it carries
+// karpenter.sh/disrupted (Joiner or Karpenter is draining it). Its reschedulable
+// pods (facts.IsReschedulable) move, PodDisruptionBudgets notwithstanding: the
+// room planned for them is what lets a budget allow the next eviction. A
+// do-not-disrupt pod moves only when its NodeClaim has a terminationGracePeriod,
+// which evicts it at the deadline; without one the drain never evicts it, and a
+// node launched for it would stand idle. The node stays (cordoned: it takes no
+// pods) with the pods that stay, so topology counts each pod once: where it runs
+// now if it stays, where the plan puts it if it moves. moved are the pods added;
+// snap itself is not modified.
+func ReplanDeleting(snap Snapshot, claims []*karpenter.NodeClaim) (out Snapshot, moved []*corev1.Pod) {
+	claimOf := make(map[string]*karpenter.NodeClaim, len(claims))
+	for _, nc := range claims {
+		if nc.Status.ProviderID != "" {
+			claimOf["p/"+nc.Status.ProviderID] = nc
+		}
+		if nc.Status.NodeName != "" {
+			claimOf["n/"+nc.Status.NodeName] = nc
+		}
+	}
+	out = snap
+	cloned := false
+	for i, ns := range snap.Nodes {
+		n := ns.Node
+		nc := claimOf["p/"+n.Spec.ProviderID]
+		if nc == nil || n.Spec.ProviderID == "" {
+			nc = claimOf["n/"+n.Name]
+		}
+		deleting := n.DeletionTimestamp != nil || (nc != nil && nc.DeletionTimestamp != nil) ||
+			slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == karpenter.DisruptedTaintKey })
+		if !deleting {
+			continue
+		}
+		graceful := nc != nil && nc.Spec.TerminationGracePeriod != nil
+		var stay []*corev1.Pod
+		var moves []*corev1.Pod
+		for _, p := range ns.Pods {
+			if facts.IsReschedulable(p) && (graceful || !facts.DoNotDisrupt(p.Annotations)) {
+				moves = append(moves, p)
+			} else {
+				stay = append(stay, p)
+			}
+		}
+		if n.Spec.Unschedulable && len(moves) == 0 {
+			continue // cordoned already, nothing moves: nothing to change
+		}
+		if !cloned {
+			out.Nodes, cloned = slices.Clone(snap.Nodes), true // snap is not modified
+		}
+		cordoned := n.DeepCopy()
+		cordoned.Spec.Unschedulable = true
+		out.Nodes[i] = NodeState{Node: cordoned, Pods: stay}
+		moved = append(moved, moves...)
+	}
+	if len(moved) > 0 {
+		out.Pods = append(slices.Clip(snap.Pods), moved...)
+	}
+	return out, moved
+}

@@ -264,7 +264,8 @@ func (c *checker) buildNodes() {
 		}
 		v := &nodeView{name: n.Name, kind: "existing", labels: n.Labels, taints: n.Spec.Taints, alloc: alloc,
 			hostname: n.Labels[corev1.LabelHostname], pool: n.Labels[karpenter.NodePoolLabelKey],
-			cordoned: n.Spec.Unschedulable, capacity: capacity}
+			// A node being deleted takes no new pods, cordoned or not.
+			cordoned: n.Spec.Unschedulable || n.DeletionTimestamp != nil, capacity: capacity}
 		for _, p := range ns.Pods {
 			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 				continue
