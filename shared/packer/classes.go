@@ -152,6 +152,22 @@ func classKey(sel map[string]string, terms []corev1.NodeSelectorTerm, tols []cor
 	return b.String()
 }
 
+// selects reports whether the class's node selector or required node affinity
+// names key: only then can a node's value for it decide whether the class matches.
+func (c *podClass) selects(key string) bool {
+	if _, ok := c.nodeSel[key]; ok {
+		return true
+	}
+	for _, t := range c.terms {
+		for _, r := range t.MatchExpressions {
+			if r.Key == key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // customValue picks the value a pod wants for a custom key: its nodeSelector, or
 // the first value of an In requirement in its first term.
 func (c *podClass) customValue(key string) (string, bool) {

@@ -304,6 +304,7 @@ func (s *solver) open(pool *poolInfo, z, idx int, cls *podClass) *node {
 	n.pinOffering()
 	pool.used = pool.used.add(pool.cands[z][idx].cap)
 	pool.nodes++
+	s.noteUsed(pool)
 	s.zoneNew[z]++
 	s.index(n, [2]int{pool.idx, z})
 	return n

@@ -11,7 +11,71 @@ import (
 // tryPlace places p on one rung of the ladder: on room that exists or is already
 // planned (fit), else on a planned node made larger (grow) or a new node (open),
 // whichever costs less. With rec set it records why every pool turned p down.
+//
+// The first pod of a group bound to itself by hostname pod affinity (replicas
+// that must share one node) is seated where the whole group fits: the others
+// can only follow it there, so a node with room for one would strand them,
+// where kube-scheduler, spreading the first onto the emptiest node, seats them
+// all. When no node holds the group, the first is placed on its own.
 func (s *solver) tryPlace(p *podInfo, a attempt, rec *rejections) bool {
+	if total, ok := s.groupDemand(p, &a); ok {
+		real := p.req
+		p.req, p.realReq = total, &real
+		placed := s.tryPlaceOne(p, a, nil)
+		p.req, p.realReq = real, nil
+		if placed {
+			return true
+		}
+	}
+	return s.tryPlaceOne(p, a, rec)
+}
+
+// groupDemand returns what the pending members of p's self-affinity group
+// (hostname pod affinity that binds p, matches p itself and has no target
+// placed yet) request together, p included; false when p leads no such group
+// of two or more.
+func (s *solver) groupDemand(p *podInfo, a *attempt) (vec, bool) {
+	for _, t := range p.own {
+		g := t.g
+		if g.kind != kindAffinity || g.lv.kind != levelHost || !a.binds(t) || !t.selfHits || g.total > 0 {
+			continue
+		}
+		var total vec
+		n := 0
+		for _, q := range s.groupMembers(g) {
+			if q.placedOn == nil && q.err == "" {
+				total = total.add(q.req)
+				n++
+			}
+		}
+		return total, n > 1
+	}
+	return vec{}, false
+}
+
+// groupMembers lists (cached) the pending pods that own g as a required term
+// and match its selector themselves.
+func (s *solver) groupMembers(g *topoGroup) []*podInfo {
+	if ms, ok := s.members[g]; ok {
+		return ms
+	}
+	var ms []*podInfo
+	for _, q := range s.pods {
+		for _, t := range q.own {
+			if t.g == g && !t.soft && t.selfHits {
+				ms = append(ms, q)
+				break
+			}
+		}
+	}
+	if s.members == nil {
+		s.members = map[*topoGroup][]*podInfo{}
+	}
+	s.members[g] = ms
+	return ms
+}
+
+func (s *solver) tryPlaceOne(p *podInfo, a attempt, rec *rejections) bool {
 	cls := s.podClass(p, a)
 	// Spread domains and counts follow the pod's required node affinity only
 	// (under nodeAffinityPolicy Honor, the default), never its preferences.
@@ -361,9 +425,16 @@ func (s *solver) assign(p *podInfo, n *node, idx int, cls *podClass, a *attempt)
 	if n.tree != nil {
 		n.tree.Delete(n.ref)
 	}
+	if p.realReq != nil {
+		// The node was chosen for p's whole group (see tryPlace): p takes its own share.
+		p.req, p.realReq = *p.realReq, nil
+	}
 	if !n.existing {
 		cs := n.pool.cands[n.z]
-		n.pool.used = n.pool.used.add(cs[idx].cap.sub(cs[n.minIdx].cap))
+		if idx != n.minIdx {
+			n.pool.used = n.pool.used.add(cs[idx].cap.sub(cs[n.minIdx].cap))
+			s.noteUsed(n.pool)
+		}
 		n.minIdx = idx
 		n.narrow(cls)
 		for _, lv := range p.levels {
@@ -442,16 +513,45 @@ func (s *solver) nodeAccepts(n *node, p *podInfo, a *attempt) bool {
 // and whose taints it tolerates (honorT).
 func (s *solver) canLaunch(cls *podClass, honorA, honorT bool) bool {
 	for _, pool := range s.pools {
-		if pool.unusable != "" || pool.maxNodes >= 0 && pool.nodes >= pool.maxNodes ||
+		if pool.unusable != "" || pool.exhausted || pool.maxNodes >= 0 && pool.nodes >= pool.maxNodes ||
 			honorT && !tolerated(cls.tolerations, pool.taints, false) {
 			continue
 		}
 		cp := cls.perPool[pool.idx]
+		limited := pool.hasLimits()
 		for z, cs := range pool.cands {
-			if len(cs) > 0 && (!honorA || cp.labelAny[z]) {
+			if len(cs) == 0 || honorA && !cp.labelAny[z] {
+				continue
+			}
+			if !limited {
 				return true
+			}
+			// Under limits, a node the class may use must still fit them.
+			for i := range cs {
+				if (!honorA || bitSet(cp.bits[z], i)) && s.limitOK(pool, cs[i].cap, true) {
+					return true
+				}
 			}
 		}
 	}
 	return false
+}
+
+// noteUsed marks pool exhausted once its limits or node count admit no new
+// node of any candidate (its usage only grows while pods are placed).
+func (s *solver) noteUsed(pool *poolInfo) {
+	if pool.exhausted || pool.unusable != "" || pool.maxNodes < 0 && !pool.hasLimits() {
+		return
+	}
+	if pool.maxNodes < 0 || pool.nodes < pool.maxNodes {
+		for _, cs := range pool.cands {
+			for i := range cs {
+				if s.limitOK(pool, cs[i].cap, true) {
+					return
+				}
+			}
+		}
+	}
+	pool.exhausted = true
+	s.exhaustGen++
 }

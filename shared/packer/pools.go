@@ -80,6 +80,9 @@ type poolInfo struct {
 	// zoneIDs are its class's zone IDs by zone (status.subnets): a node's
 	// topology.k8s.aws/zone-id, when known.
 	zoneIDs map[string]string
+	// exhausted is set once its limits (or node count) admit no new node of
+	// any candidate: it adds no topology domain from then on (see noteUsed).
+	exhausted bool
 }
 
 // wellKnownKey reports keys whose values come from the instance type or offering;

@@ -68,6 +68,8 @@ type podInfo struct {
 	prefTerms []corev1.NodeSelectorTerm
 	// rej records why the pod's last attempt failed (pods retried only).
 	rej *rejections
+	// realReq is p's own request while req holds its group's (see tryPlace).
+	realReq *vec
 	// levels are the label levels of the groups it owns or matches.
 	levels []*level
 }
@@ -158,6 +160,11 @@ type solver struct {
 	newCount   map[string]int // new nodes written per pool, for their names
 	// domainSets caches domainSet.
 	domainSets map[domainKey]bitset
+	// members caches groupMembers.
+	members map[*topoGroup][]*podInfo
+	// exhaustGen counts the pools found exhausted so far: domainSet's cache key,
+	// since an exhausted pool adds no domain.
+	exhaustGen int
 	// preferNoSchedule is set when some pool has a PreferNoSchedule taint: then
 	// every pod first tries to avoid it.
 	preferNoSchedule bool
@@ -216,6 +223,9 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 	s.preparePods(dimErr)
 	<-pools
 	s.addExisting()
+	for _, p := range s.pools {
+		s.noteUsed(p) // existing and in-flight capacity may have used its limits up
+	}
 	s.finishLevels()
 	s.seedCounts()
 	order := make([]*podInfo, 0, len(s.pods))

@@ -98,7 +98,11 @@ func (s *solver) spreadView(a *attempt, g *topoGroup, own bool) spreadView {
 			honorA, honorT = g.honorAffinity, g.honorTaints
 		}
 		if !a.launches(s, honorA, honorT) {
-			v.min = g.minHost()
+			if own && (g.honorAffinity && !a.hard.generic || g.honorTaints) {
+				v.min = s.minHostEligible(g, a.hard)
+			} else {
+				v.min = g.minHost()
+			}
 		}
 		if own && g.minDomains > 1 && int(g.minDomains) > len(s.nodes)+1 {
 			v.min = 0 // fewer nodes than minDomains, however they are counted
@@ -138,21 +142,51 @@ func (s *solver) spreadView(a *attempt, g *topoGroup, own bool) spreadView {
 	return v
 }
 
+// minHostEligible is the smallest count of hostname group g over the nodes its
+// owner's policies include for a pod of class hard (nodeAffinityPolicy Honor:
+// those its required node affinity may select; nodeTaintsPolicy Honor: those
+// whose taints it tolerates), as kube-scheduler takes it; a planned node that
+// may become eligible counts, which keeps the minimum on the safe side. 0 when
+// no node is included.
+func (s *solver) minHostEligible(g *topoGroup, hard *podClass) int32 {
+	byAffinity := g.honorAffinity && !hard.generic
+	min := int32(-1)
+	for _, n := range s.nodes {
+		if g.honorTaints && !tolerated(hard.tolerations, n.taintsNow(), false) {
+			continue
+		}
+		if byAffinity {
+			if _, may := s.eligibility(n, hard); !may {
+				continue
+			}
+		}
+		if c := n.hc[g.slot]; min < 0 || c < min {
+			min = c
+			if min == 0 {
+				return 0
+			}
+		}
+	}
+	return max(min, 0)
+}
+
 // domainKey identifies a domain set (see domainSet).
 type domainKey struct {
 	lv                             *level
 	class                          int
 	honorA, honorT, filterExisting bool
+	gen                            int // solver.exhaustGen
 }
 
 // domainSet returns (cached per solve) the domains of lv that count for a pod of
-// class hard: the values of the nodes the pools could launch and of the nodes
-// that exist. Under honorA only nodes its required node affinity selects count,
+// class hard: the values of the nodes the pools could launch (a pool its limits
+// exhausted launches none: kube-scheduler will see no node there) and of the
+// nodes that exist. Under honorA only nodes its required node affinity selects count,
 // under honorT only nodes whose taints it tolerates; filterExisting applies them
 // to existing nodes too (the view of another pod's constraint counts every
 // existing node). Planned nodes add no domain: each is a candidate of a pool.
 func (s *solver) domainSet(lv *level, hard *podClass, honorA, honorT, filterExisting bool) bitset {
-	k := domainKey{lv, hard.id, honorA, honorT, filterExisting}
+	k := domainKey{lv, hard.id, honorA, honorT, filterExisting, s.exhaustGen}
 	if d, ok := s.domainSets[k]; ok {
 		return d
 	}
@@ -162,7 +196,7 @@ func (s *solver) domainSet(lv *level, hard *podClass, honorA, honorT, filterExis
 	}
 	set := newBitset(n)
 	for _, pool := range s.pools {
-		if pool.unusable != "" || honorT && !tolerated(hard.tolerations, pool.taints, false) {
+		if pool.unusable != "" || pool.exhausted || honorT && !tolerated(hard.tolerations, pool.taints, false) {
 			continue
 		}
 		cp := hard.perPool[pool.idx]
@@ -195,6 +229,9 @@ func (s *solver) domainSet(lv *level, hard *podClass, honorA, honorT, filterExis
 	}
 	for _, nd := range s.nodes {
 		if !nd.existing {
+			if nd.pool != nil && nd.pool.exhausted && (!(honorT && filterExisting) || tolerated(hard.tolerations, nd.pool.taints, false)) {
+				s.plannedDomains(&set, lv, nd, hard, honorA && filterExisting)
+			}
 			continue
 		}
 		d := s.domainOf(lv, nd)
@@ -211,6 +248,43 @@ func (s *solver) domainSet(lv *level, hard *podClass, honorA, honorT, filterExis
 	}
 	s.domainSets[k] = set
 	return set
+}
+
+// plannedDomains adds to set the domains of lv a planned node of an exhausted
+// pool lies in, or may still move to among its compatible candidates (its pool
+// adds no domain for it any more); under honorA only if it may be selected.
+func (s *solver) plannedDomains(set *bitset, lv *level, nd *node, hard *podClass, honorA bool) {
+	if honorA {
+		if _, may := s.eligibility(nd, hard); !may {
+			return
+		}
+	}
+	add := func(d int) {
+		if d < 0 {
+			return
+		}
+		if d >= len(*set)*64 {
+			*set = append(*set, make(bitset, d/64+1-len(*set))...)
+		}
+		set.set(d)
+	}
+	if lv.kind != levelLabel {
+		add(s.domainOf(lv, nd))
+		return
+	}
+	if d := nd.ldom[lv.idx]; d >= 0 {
+		add(int(d))
+		return
+	}
+	vs := lv.cand[nd.pool.idx][nd.z]
+	for i, v := range vs {
+		if bitSet(nd.compat, i) {
+			add(int(v))
+		}
+	}
+	for _, c := range lv.chosen[nd.pool.idx] {
+		add(int(c))
+	}
 }
 
 // eligibleCounts returns a group's matching pods per domain, counting only the
@@ -267,9 +341,10 @@ func (s *solver) eligibility(n *node, cls *podClass) (is, may bool) {
 			all = false
 		}
 	}
-	// A label the pool will still choose a value for may change what matches.
+	// A label the pool will still choose a value for may change what matches,
+	// if the class selects on it.
 	for _, r := range n.pool.custom {
-		if _, set := n.extra[r.Key]; !set && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) > 1 && n.pool.labels[r.Key] == "" {
+		if _, set := n.extra[r.Key]; !set && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) > 1 && n.pool.labels[r.Key] == "" && cls.selects(r.Key) {
 			all = false
 		}
 	}

@@ -67,8 +67,10 @@ func (c *checker) hypotheticals() []hypoNode {
 	return c.hypo
 }
 
-// launchableValues lists the values of key on nodes a pool could launch that the pod
-// counts as eligible (its node affinity when honoured, the pool's taints when honoured).
+// launchableValues lists the values of key on nodes a pool could launch, within
+// what its limits leave after the plan, that the pod counts as eligible (its node
+// affinity when honoured, the pool's taints when honoured). A value no pool can
+// launch into any more has no node kube-scheduler could count.
 func (c *checker) launchableValues(p *corev1.Pod, key string, honorA, honorT bool) []string {
 	memo := key + "#" + eligibilitySig(p, honorA, honorT)
 	if vals, ok := c.launchMemo[memo]; ok {
@@ -81,6 +83,9 @@ func (c *checker) launchableValues(p *corev1.Pod, key string, honorA, honorT boo
 			if _, bad := untolerated(h.view.taints, p.Spec.Tolerations); bad {
 				continue
 			}
+		}
+		if !c.withinLimits(h) {
+			continue
 		}
 		// A key the type does not label takes, on a node Karpenter launches, one
 		// of the values the pool's In requirement on it allows.
