@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
+	jfacts "github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
 	"github.com/joiner-autoscaler/joiner/shared/kube/kubetest"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
@@ -39,6 +40,7 @@ var (
 	agreeFirst    = flag.Int64("agree.first", 1, "first seed of TestPlansAgreeWithKubeScheduler")
 	agreeMaxPods  = flag.Int("agree.maxpods", 80, "largest pending-pod count of a cluster in TestPlansAgreeWithKubeScheduler")
 	agreeBatch    = flag.Int("agree.batch", 20, "clusters TestPlansAgreeWithKubeScheduler materialises at once")
+	agreeDump     = flag.Bool("agree.dump", false, "with each disagreeing cluster, log every pending pod's planned and bound node")
 	agreeNominate = flag.Bool("agree.nominate", true, "set status.nominatedNodeName to each pod's planned node before its node turns schedulable, as Joiner does")
 )
 
@@ -532,6 +534,30 @@ func (c *agreeCluster) judge(ctx context.Context, cs kubernetes.Interface) error
 			c.elsewhere++
 		}
 	}
+	defer func() {
+		if !*agreeDump || len(c.disagreements) == 0 {
+			return
+		}
+		var b strings.Builder
+		for _, k := range keys {
+			fmt.Fprintf(&b, "\n  %s: planned %q, bound %q", k, c.planned[k], live[k].Spec.NodeName)
+		}
+		for _, n := range c.nodes {
+			on, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+			if err != nil {
+				continue
+			}
+			var cpu resource.Quantity
+			var names []string
+			for i := range on.Items {
+				q := jfacts.PodRequests(&on.Items[i])[corev1.ResourceCPU]
+				cpu.Add(q)
+				names = append(names, fmt.Sprintf("%s/%s=%s", on.Items[i].Namespace, on.Items[i].Name, q.String()))
+			}
+			fmt.Fprintf(&b, "\n  node %s allocatable cpu %s, pods request %s: %s", n.Name, n.Status.Allocatable.Cpu(), cpu.String(), strings.Join(names, " "))
+		}
+		c.disagreements = append(c.disagreements, "placements:"+b.String())
+	}()
 	for _, gk := range order {
 		g := groups[gk]
 		switch {
