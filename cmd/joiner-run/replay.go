@@ -39,9 +39,11 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	kubeconfig := fs.String("kubeconfig", "", "replay against the API server of this kubeconfig instead of the in-memory cluster: an EMPTY SCRATCH cluster only (kind, envtest), never production")
 	kubeContext := fs.String("context", "", "with --kubeconfig: the context to use (default: its current-context)")
 	force := fs.Bool("force", false, "with --kubeconfig: run even though the cluster has Nodes, NodeClaims or NodePools")
+	scheduler := fs.String("scheduler", "joiner", "with --kubeconfig: who binds pods: joiner (the simulation, with Joiner's engine) or real (the cluster's kube-scheduler; the simulation only registers Nodes as kubelets would and starts the pods bound)")
+	kwok := fs.Bool("kwok", false, "with --scheduler real: annotate registered Nodes kwok.x-k8s.io/node=fake, for a KWOK controller (--manage-nodes-with-annotation-selector) to keep their heartbeats")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: joiner replay [SCENARIO...] [--dir DIR] [-o table|json] [--chart FILE.svg] [--nodepools DIR] [--log FILE] [-q]")
-		fmt.Fprintln(stderr, "                     [--kubeconfig FILE [--context NAME] [--force]]")
+		fmt.Fprintln(stderr, "                     [--kubeconfig FILE [--context NAME] [--force] [--scheduler joiner|real [--kwok]]]")
 		fmt.Fprintln(stderr, "Replays every scenario of --dir by default; exits 1 when an expectation is not met.")
 		fmt.Fprintln(stderr, "")
 		fmt.Fprintln(stderr, "--kubeconfig uses a real API server instead of the in-memory cluster (AWS stays simulated):")
@@ -49,6 +51,9 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "EC2NodeClasses and NodeClaims there. NEVER POINT IT AT A PRODUCTION CLUSTER. It refuses a cluster")
 		fmt.Fprintln(stderr, "that has any Node, NodeClaim or NodePool unless --force, needs Karpenter's CRDs installed")
 		fmt.Fprintln(stderr, "(kubectl apply --server-side --field-manager=joiner -k deploy/), and deletes what it created when each scenario ends.")
+		fmt.Fprintln(stderr, "--scheduler real leaves binding to the cluster's own kube-scheduler: Nodes register NotReady with")
+		fmt.Fprintln(stderr, "karpenter.sh/unregistered and their startup taints, turn Ready after settings.readyAfter (default 5s) and")
+		fmt.Fprintln(stderr, "advertise GPUs settings.devicePluginAfter later (default 20s); each step waits until the pods stop changing.")
 		fs.PrintDefaults()
 	}
 	names, err := cli.ParseInterspersed(fs, args)
@@ -66,8 +71,16 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	// Flags are checked before replayOptions creates the --log file, so a usage
 	// error leaves no empty file behind.
-	if *kubeconfig == "" && (*kubeContext != "" || *force) {
-		fmt.Fprintln(stderr, "joiner replay: --context and --force need --kubeconfig")
+	if *kubeconfig == "" && (*kubeContext != "" || *force || *scheduler != "joiner") {
+		fmt.Fprintln(stderr, "joiner replay: --context, --force and --scheduler need --kubeconfig")
+		return 2
+	}
+	if *scheduler != "joiner" && *scheduler != "real" {
+		fmt.Fprintf(stderr, "joiner replay: unknown --scheduler %q (want joiner or real)\n", *scheduler)
+		return 2
+	}
+	if *kwok && *scheduler != "real" {
+		fmt.Fprintln(stderr, "joiner replay: --kwok needs --scheduler real")
 		return 2
 	}
 	opts, closeLog, err := replayOptions(*logFile, *nodePools)
@@ -82,6 +95,10 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return 2
 		}
 		opts.Force = *force
+		opts.RealScheduler = *scheduler == "real"
+		if *kwok {
+			opts.NodeAnnotations = map[string]string{"kwok.x-k8s.io/node": "fake"}
+		}
 		fmt.Fprintf(stderr, "joiner replay: replaying against the API server %s (Nodes and pods are created and deleted there)\n", opts.Server.Host)
 	}
 	defer closeLog()

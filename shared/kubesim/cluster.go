@@ -39,6 +39,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
@@ -79,6 +80,26 @@ type Config struct {
 	// user data makes when executed (shared/nodeboot), or why it never joins.
 	// nil: every instance registers as its NodeClaim says.
 	Boot func(ctx context.Context, instanceID string) nodeboot.Result
+	// ReadyAfter is how long a registered Node stays NotReady (tainted
+	// node.kubernetes.io/not-ready, as the node lifecycle controller taints it)
+	// before its kubelet reports Ready: CNI and runtime starting. 0: Ready on
+	// registration.
+	ReadyAfter time.Duration
+	// DevicePluginAfter is how long after Ready a Node advertises its extended
+	// resources (nvidia.com/gpu, aws.amazon.com/neuron, ...): the device plugin
+	// DaemonSet starts on the node and registers them. 0: at registration.
+	DevicePluginAfter time.Duration
+	// RealScheduler leaves binding to a kube-scheduler running against the same
+	// (real) API server: the cluster binds nothing; each step it waits for the
+	// scheduler to settle (Settle), moves the pods it bound to Running as their
+	// kubelet would, and reports what it bound and marked unschedulable.
+	RealScheduler bool
+	// Settle waits until the real scheduler has acted on what changed; nil: until
+	// the pods stop changing (see settleByPods).
+	Settle func(ctx context.Context) error
+	// NodeAnnotations are added to every Node the kubelet registers (for example
+	// kwok.x-k8s.io/node=fake, for a KWOK controller to keep their heartbeats).
+	NodeAnnotations map[string]string
 }
 
 // Cluster is the in-memory cluster. Its methods are meant for one driver goroutine;
@@ -106,6 +127,10 @@ type Cluster struct {
 	waits      *waits
 	// lastSchedule is the signature of the last scheduling attempt that bound nothing.
 	lastSchedule string
+	// boots are the registered Nodes still coming up, by name (see readiness).
+	boots map[string]*boot
+	// seen is what the real scheduler's observer knows of each pod, by UID.
+	seen map[types.UID]*podSeen
 	// stepWrites is the API server's write count when the last step ended.
 	stepWrites uint64
 }
@@ -137,7 +162,8 @@ func New(cfg Config) *Cluster {
 		kube.NodePoolGVR: "NodePoolList", kube.NodeClaimGVR: "NodeClaimList", kube.NodeClassGVR: "EC2NodeClassList",
 	})
 	c := &Cluster{cfg: cfg, prep: sync.OnceValue(func() *packer.Prepared { return packer.Prepare(cfg.Catalog) }), cs: cs, dyn: dyn, clients: typed.Clients(cs, dyn),
-		workloads: map[workloadKey]*workload{}, nodes: map[string]string{}, bootFailed: map[string]bool{}, waits: newWaits()}
+		workloads: map[workloadKey]*workload{}, nodes: map[string]string{}, bootFailed: map[string]bool{}, waits: newWaits(),
+		boots: map[string]*boot{}, seen: map[types.UID]*podSeen{}}
 	c.api = newAPIServer(cs, dyn, cfg.Now)
 	return c
 }
@@ -179,7 +205,11 @@ func (c *Cluster) Step(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return r, err
 	}
-	steps := []func(context.Context, *Report, *[]*corev1.Pod) error{c.reconcileWorkloads, c.schedule, c.updatePDBs}
+	bind := c.schedule
+	if c.cfg.RealScheduler {
+		bind = c.observeScheduler
+	}
+	steps := []func(context.Context, *Report, *[]*corev1.Pod) error{c.reconcileWorkloads, bind, c.updatePDBs}
 	for _, step := range steps {
 		if err := step(ctx, r, &pods); err != nil {
 			return r, err
@@ -207,6 +237,9 @@ type Report struct {
 	Removed    []string
 	// Bound counts pods bound to nodes.
 	Bound int
+	// Elsewhere counts the pods a real scheduler bound to a node other than the
+	// one they were nominated to (status.nominatedNodeName, Joiner's plan).
+	Elsewhere int
 	// Recreated counts pods a workload controller created to replace lost ones.
 	Recreated int
 	// Lost are bare pods (no controller) that went with their node.

@@ -32,6 +32,9 @@ func (c *Cluster) kubelet(ctx context.Context, r *Report) error {
 	if err := c.removeGone(ctx, r); err != nil {
 		return err
 	}
+	if err := c.advanceBoots(ctx); err != nil {
+		return err
+	}
 	claims, err := c.listNodeClaims(ctx)
 	if err != nil {
 		return err
@@ -86,6 +89,7 @@ func (c *Cluster) kubelet(ctx context.Context, r *Report) error {
 func (c *Cluster) register(ctx context.Context, nc *karpenter.NodeClaim, in awssim.Instance, join *nodeboot.Join) (string, error) {
 	node := KubeletNode(nc, in, join, c.cfg.Catalog, c.cfg.Now())
 	name := node.Name
+	b := c.booting(node)
 	out, err := c.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", errf(err, "register node %s", name)
@@ -97,6 +101,9 @@ func (c *Cluster) register(ctx context.Context, nc *karpenter.NodeClaim, in awss
 		}
 	}
 	c.nodes[nc.Status.ProviderID] = name
+	if !b.ready || b.capacity != nil {
+		c.boots[name] = b
+	}
 	c.logf("node registered", "node", name, "nodeclaim", nc.Name, "type", in.InstanceType, "capacityType", in.CapacityType, "zone", in.Zone)
 	return name, nil
 }
@@ -129,7 +136,8 @@ func (c *Cluster) bootFailedEvent(ctx context.Context, nc *karpenter.NodeClaim, 
 const ReasonNodeBootFailed = "NodeBootFailed"
 
 func (c *Cluster) liftStartupTaints(ctx context.Context, n *corev1.Node, nc *karpenter.NodeClaim) error {
-	if len(nc.Spec.StartupTaints) == 0 || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == karpenter.UnregisteredTaintKey }) {
+	if len(nc.Spec.StartupTaints) == 0 || !facts.NodeReady(n) ||
+		slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == karpenter.UnregisteredTaintKey }) {
 		return nil
 	}
 	before := len(n.Spec.Taints)

@@ -103,6 +103,7 @@ func NewReal(ctx context.Context, cfg Config, rc *rest.Config, force bool) (*Clu
 	}
 	c := &Cluster{cfg: cfg, prep: sync.OnceValue(func() *packer.Prepared { return packer.Prepare(cfg.Catalog) }), cs: cs, dyn: dyn, clients: clients,
 		workloads: map[workloadKey]*workload{}, nodes: map[string]string{}, bootFailed: map[string]bool{}, waits: newWaits(),
+		boots: map[string]*boot{}, seen: map[types.UID]*podSeen{},
 		real: &realServer{seen: map[objRef]bool{}, claimsBefore: map[string]bool{}, leasesBefore: map[string]bool{}}}
 	if err := c.checkScratch(ctx, force); err != nil {
 		return nil, err

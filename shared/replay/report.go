@@ -18,6 +18,9 @@ func WriteSummary(w io.Writer, r *Result) {
 	p := r.Pods
 	row("pods placed", fmt.Sprintf("%d; waited p50 %s, p95 %s, max %s; %d still pending, %d bare pod(s) lost",
 		p.Placed, FormatDuration(p.WaitP50), FormatDuration(p.WaitP95), FormatDuration(p.WaitMax), p.StillPending, p.Lost))
+	if r.Scheduler == SchedulerReal {
+		row("scheduler", fmt.Sprintf("kube-scheduler bound %d pod(s), %d to a node other than Joiner nominated", r.Bound, r.Elsewhere))
+	}
 	row("interruptions", fmt.Sprintf("%d handled", r.Interruptions))
 	row("invocations", invocationLine(r))
 	row("nodes over time", seriesLine(r, func(s Sample) string { return fmt.Sprint(s.Nodes) }))

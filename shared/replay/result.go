@@ -51,6 +51,26 @@ type Result struct {
 
 	Expectations []Outcome `json:"expectations"`
 	Failed       int       `json:"failed"`
+
+	// Scheduler is SchedulerReal when kube-scheduler bound the pods, "" when the
+	// simulation did (Joiner's engine on the nodes that exist).
+	Scheduler string `json:"scheduler,omitempty"`
+	// Bound counts the bindings the scheduler made; Elsewhere those onto a node
+	// other than the one Joiner nominated the pod to (real scheduler only).
+	Bound     int `json:"podsBound,omitempty"`
+	Elsewhere int `json:"podsBoundElsewhere,omitempty"`
+}
+
+// SchedulerReal is Result.Scheduler of a replay kube-scheduler bound.
+const SchedulerReal = "kube-scheduler"
+
+// NodesLaunched is the number of instances launched, of any type.
+func (r *Result) NodesLaunched() int {
+	n := 0
+	for _, c := range r.Launched {
+		n += c.Count
+	}
+	return n
 }
 
 // ReservationBill is one capacity reservation's cost over the replay.

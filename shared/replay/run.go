@@ -40,7 +40,23 @@ type Options struct {
 	// Nodes, NodeClaims or NodePools is refused unless Force is set.
 	Server *rest.Config
 	Force  bool
+	// RealScheduler leaves binding to a kube-scheduler running against Server
+	// (required): the simulation registers Nodes as kubelets would and starts the
+	// pods the scheduler binds, and binds none itself. Settle waits until that
+	// scheduler has acted on a change (nil: until the pods stop changing);
+	// NodeAnnotations go on every registered Node (a KWOK controller's selector).
+	RealScheduler   bool
+	Settle          func(context.Context) error
+	NodeAnnotations map[string]string
 }
+
+// Defaults of a replay with the real scheduler, for scenarios that leave the
+// delays unset: a node's kubelet reports Ready some seconds after registering,
+// and a device plugin advertises GPUs some seconds after that.
+const (
+	RealReadyAfter        = 5 * time.Second
+	RealDevicePluginAfter = 20 * time.Second
+)
 
 // invocationWallLimit bounds one invocation in wall time: simulated sleeps are
 // instant, so a handler still running after this is stuck.

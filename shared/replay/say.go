@@ -69,7 +69,13 @@ func (r *run) report(rep *kubesim.Report) {
 		r.say("kubelet", "%d node(s) gone with their instance: %s", len(rep.Removed), short(rep.Removed))
 	}
 	if rep.Bound > 0 {
-		r.say("scheduler", "%d pod(s) bound", rep.Bound)
+		r.res.Bound += rep.Bound
+		r.res.Elsewhere += rep.Elsewhere
+		if rep.Elsewhere > 0 {
+			r.say("scheduler", "%d pod(s) bound, %d of them to a node other than Joiner nominated", rep.Bound, rep.Elsewhere)
+		} else {
+			r.say("scheduler", "%d pod(s) bound", rep.Bound)
+		}
 	}
 	if len(rep.Lost) > 0 {
 		r.rec.lost += len(rep.Lost)

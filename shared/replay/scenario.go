@@ -55,6 +55,8 @@ type Scenario struct {
 type Settings struct {
 	Tick               Duration  `json:"tick,omitempty"`
 	RegisterAfter      Duration  `json:"registerAfter,omitempty"`
+	ReadyAfter         Duration  `json:"readyAfter,omitempty"`
+	DevicePluginAfter  Duration  `json:"devicePluginAfter,omitempty"`
 	ProvisionerEvery   *Duration `json:"provisionerEvery,omitempty"`
 	ConsolidatorEvery  *Duration `json:"consolidatorEvery,omitempty"`
 	Forwarder          *bool     `json:"forwarder,omitempty"`
@@ -315,6 +317,8 @@ func (sc *Scenario) validate() error {
 		}
 	}
 	ps.within("settings.registerAfter", st.RegisterAfter, 0, MaxDelay, "")
+	ps.within("settings.readyAfter", st.ReadyAfter, 0, MaxDelay, "")
+	ps.within("settings.devicePluginAfter", st.DevicePluginAfter, 0, MaxDelay, "")
 	ps.within("settings.forwarderDelay", st.ForwarderDelay, 0, MaxDelay, "")
 	if st.FunctionTimeout != 0 {
 		ps.within("settings.functionTimeout", st.FunctionTimeout, time.Second, MaxFunctionTimeout, "Lambda's limit")

@@ -51,7 +51,22 @@ func newRun(ctx context.Context, sc *Scenario, opts Options) (*run, error) {
 	if err := r.startAWS(ctx, bundle); err != nil {
 		return nil, err
 	}
-	kcfg := kubesim.Config{Now: r.clock.Now, Instances: r.sim, RegisterAfter: sc.Settings.RegisterAfter.D(), Log: r.log}
+	kcfg := kubesim.Config{Now: r.clock.Now, Instances: r.sim, RegisterAfter: sc.Settings.RegisterAfter.D(), Log: r.log,
+		ReadyAfter: sc.Settings.ReadyAfter.D(), DevicePluginAfter: sc.Settings.DevicePluginAfter.D()}
+	if opts.RealScheduler {
+		if opts.Server == nil {
+			r.sim.Close()
+			return nil, fmt.Errorf("the real scheduler runs against a real API server: give one (--kubeconfig)")
+		}
+		r.res.Scheduler = SchedulerReal
+		kcfg.RealScheduler, kcfg.Settle, kcfg.NodeAnnotations = true, opts.Settle, opts.NodeAnnotations
+		if kcfg.ReadyAfter == 0 {
+			kcfg.ReadyAfter = RealReadyAfter
+		}
+		if kcfg.DevicePluginAfter == 0 {
+			kcfg.DevicePluginAfter = RealDevicePluginAfter
+		}
+	}
 	if err := nodeboot.Available(); err != nil {
 		// Without a sandbox, nodes register as their NodeClaims say, unchecked.
 		r.log.Warn("user data is not executed: every instance registers as its NodeClaim says", "why", err.Error())

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Scheduler is a kube-scheduler process running against an Env's API server with
@@ -153,8 +157,10 @@ func freePort() (int, error) {
 // schedulerConfig is the KubeSchedulerConfiguration the tests run: no profile is
 // given, so the default one (NodeResourcesFit LeastAllocated, spreading, preemption)
 // applies. Only the client's rate limit is raised (binding thousands of pods at the
-// default 50 requests/s would measure the limiter, not the scheduler) and leader
-// election is off (one scheduler, no lease to wait for).
+// default 50 requests/s would measure the limiter, not the scheduler), leader
+// election is off (one scheduler, no lease to wait for) and a failed pod's
+// backoff is capped at 2 s instead of 10 s: it decides when a pod is tried
+// again, never where it goes, and tests wait for it (Settle).
 const schedulerConfig = `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
@@ -163,6 +169,8 @@ clientConnection:
   burst: 4000
 leaderElection:
   leaderElect: false
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 2
 `
 
 // StartScheduler starts kube-scheduler against the control plane and waits until
@@ -308,11 +316,25 @@ const settleGap = 40 * time.Millisecond
 // nothing active or backing off, no binding or status write in flight, and no new
 // attempt over settleGap. Pods it found unschedulable wait for a cluster event, as
 // they would in a cluster.
-func (s *Scheduler) Settle(ctx context.Context) error {
+func (s *Scheduler) Settle(ctx context.Context) error { return s.settle(ctx, backoffDrained) }
+
+// How settle treats the pods in kube-scheduler's backoff queue.
+const (
+	backoffDrained = iota // wait until the queue is empty (Settle)
+	backoffRetried        // wait until each was tried once more, for at most backoffWait
+	backoffIgnored        // do not wait for them
+)
+
+// settle is Settle with a choice of how to treat pods backing off.
+func (s *Scheduler) settle(ctx context.Context, backoff int) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	var last Queue
 	idle := false
+	// With backoff, the pods backing off when the wait began must each be tried
+	// again (attempts grow by as many), for at most backoffWait.
+	var first *Queue
+	backoffUntil := time.Now().Add(backoffWait)
 	for {
 		select {
 		case <-ctx.Done():
@@ -323,11 +345,53 @@ func (s *Scheduler) Settle(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if !q.Busy() && idle && q.Attempts == last.Attempts && q.Incoming == last.Incoming {
+		if first == nil {
+			first = &q
+		}
+		busy := q.Active+q.Binding+q.AsyncCalls > 0
+		switch backoff {
+		case backoffDrained:
+			busy = q.Busy()
+		case backoffRetried:
+			busy = busy || q.Backoff > 0 && q.Attempts < first.Attempts+first.Backoff && time.Now().Before(backoffUntil)
+		}
+		if !busy && idle && q.Attempts == last.Attempts && q.Incoming == last.Incoming {
 			return nil
 		}
-		idle = !q.Busy()
+		idle = !busy
 		last = q
+	}
+}
+
+// backoffWait bounds settle's wait for the pods in backoff (podMaxBackoffSeconds
+// is 2 s, see schedulerConfig).
+const backoffWait = 5 * time.Second
+
+// SettleOnChange returns a Settle for a driver that steps a cluster many times
+// (a replay): pods kube-scheduler rejected with no plugin to wake them (no node
+// at all, say) cycle through its backoff queue for ever, so waiting for the
+// queue to empty would never end. It waits for the pods in backoff only when
+// the Nodes changed since the last call (any Node's resourceVersion), until each
+// has been tried once more (or 5 s); otherwise only for the active queue,
+// bindings and status writes.
+func (s *Scheduling) SettleOnChange(cs kubernetes.Interface) func(context.Context) error {
+	last := ""
+	return func(ctx context.Context) error {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		h := fnv.New64a()
+		for _, n := range nodes.Items {
+			h.Write([]byte(n.Name + "/" + n.ResourceVersion + ";"))
+		}
+		sig := fmt.Sprintf("%d/%x", len(nodes.Items), h.Sum64())
+		mode := backoffIgnored
+		if sig != last {
+			mode = backoffRetried
+		}
+		last = sig
+		return s.Scheduler.settle(ctx, mode)
 	}
 }
 
@@ -523,4 +587,33 @@ func stopSharedScheduling() error {
 		return nil
 	}
 	return errors.Join(s.KWOK.Stop(), s.Scheduler.Stop())
+}
+
+// StartScheduling starts a kube-scheduler and a KWOK controller (opts) beside
+// the package's shared control plane (Shared) for one test, and stops them when
+// it ends: other tests of the package that bind pods themselves then never share
+// the API server with a scheduler binding them too.
+func StartScheduling(t testing.TB, opts KWOKOptions) *Scheduling {
+	t.Helper()
+	for _, b := range []string{"kube-scheduler", "kwok"} {
+		if _, err := binary(b); err != nil {
+			missing(t, err)
+		}
+	}
+	env := Shared(t)
+	s := &Scheduling{Env: env}
+	var err error
+	if s.Scheduler, err = env.StartScheduler(); err != nil {
+		t.Fatal(err)
+	}
+	if s.KWOK, err = env.StartKWOK(opts); err != nil {
+		_ = s.Scheduler.Stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := errors.Join(s.KWOK.Stop(), s.Scheduler.Stop()); err != nil {
+			t.Errorf("stop kube-scheduler and KWOK: %v", err)
+		}
+	})
+	return s
 }
