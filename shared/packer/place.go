@@ -79,7 +79,7 @@ func (s *solver) tryPlaceOne(p *podInfo, a attempt, rec *rejections) bool {
 	cls := s.podClass(p, a)
 	// Spread domains and counts follow the pod's required node affinity only
 	// (under nodeAffinityPolicy Honor, the default), never its preferences.
-	a.hard = s.hardClass(p)
+	a.hard = s.spreadClass(p)
 	zok := s.zoneMask(p, &a)
 	zoneBound := s.levelBound(p, &a, s.topo.zone)
 	if len(p.levels) > 0 {

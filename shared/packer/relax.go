@@ -167,6 +167,18 @@ func (s *solver) podClass(p *podInfo, a attempt) *podClass {
 // hardClass is the class of p's required node selection alone.
 func (s *solver) hardClass(p *podInfo) *podClass { return s.podClass(p, attempt{prefTerm: -1}) }
 
+// spreadClass is the class spread counts domains by (nodeAffinityPolicy): the
+// pod's own required node selection, without its volumes' topology.
+func (s *solver) spreadClass(p *podInfo) *podClass {
+	if p.orig == nil {
+		return s.hardClass(p)
+	}
+	if p.origCls == nil {
+		p.origCls = s.classFor(p.orig, nil, false)
+	}
+	return p.origCls
+}
+
 type classSlot struct {
 	pref   int
 	strict bool

@@ -70,6 +70,11 @@ type podInfo struct {
 	rej *rejections
 	// realReq is p's own request while req holds its group's (see tryPlace).
 	realReq *vec
+	// orig is the pod as given when its volumes' topology was added to pod's
+	// required node affinity (volumes.go), origCls its class: spread policies
+	// look at the pod's own node selection only, as kube-scheduler does.
+	orig    *corev1.Pod
+	origCls *podClass
 	// levels are the label levels of the groups it owns or matches.
 	levels []*level
 }
@@ -160,6 +165,10 @@ type solver struct {
 	newCount   map[string]int // new nodes written per pool, for their names
 	// domainSets caches domainSet.
 	domainSets map[domainKey]bitset
+	// volumeWhy holds why their volumes leave pods unschedulable, origPods the
+	// pods as given whose volumes restrict where they run (by pod key).
+	volumeWhy map[string]string
+	origPods  map[string]*corev1.Pod
 	// members caches groupMembers.
 	members map[*topoGroup][]*podInfo
 	// exhaustGen counts the pools found exhausted so far: domainSet's cache key,
@@ -204,6 +213,21 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 		return plan
 	}
 	plan.Region = snap.Catalog.Region
+	if snap.Volumes != nil {
+		pods, why := withVolumeTopology(snap.Volumes, snap.Pods)
+		s.volumeWhy = why
+		if len(pods) > 0 && &pods[0] != &snap.Pods[0] {
+			s.origPods = map[string]*corev1.Pod{}
+			for i, p := range pods {
+				if p != snap.Pods[i] {
+					s.origPods[facts.PodKey(p)] = snap.Pods[i]
+				}
+			}
+			cp := *snap
+			cp.Pods = pods
+			snap, s.snap = &cp, &cp
+		}
+	}
 	s.prep = opts.Prepared
 	if !s.prep.Fits(snap.Catalog) {
 		s.prep = Prepare(snap.Catalog)
@@ -389,6 +413,11 @@ func (s *solver) preparePods(dimErr error) {
 			p.err = msg
 			continue
 		}
+		if msg, ok := s.volumeWhy[p.key]; ok {
+			p.err = msg
+			continue
+		}
+		p.orig = s.origPods[p.key]
 		p.req = s.podVec(pod)
 		p.req[dimPods] = 1
 		p.prefs = hasPreferences(pod)
@@ -500,7 +529,11 @@ func (s *solver) ownTerms(p *podInfo) error {
 		self := g.matches(p.ns, labels.Set(pod.Labels))
 		if !soft {
 			g.hardOwned = true
-			if tm.kind == kindSpread && (tm.honorTaints || tm.honorAffinity && requiresNodes(pod)) {
+			own := pod
+			if p.orig != nil {
+				own = p.orig
+			}
+			if tm.kind == kindSpread && (tm.honorTaints || tm.honorAffinity && requiresNodes(own)) {
 				g.filteredOwners = true
 			}
 		}

@@ -9,6 +9,7 @@ package packer
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
@@ -35,6 +36,10 @@ type Snapshot struct {
 	// offering for the pools of those classes, and the plan opens no more nodes
 	// in one than it has slots for, across all pools.
 	Reservations []Reservation
+	// Volumes are the cluster's PersistentVolumeClaims, PersistentVolumes and
+	// StorageClasses: where a pod's volumes can be attached bounds where it can
+	// run (see volumes.go). nil: pods' volumes are not looked at.
+	Volumes *Volumes
 }
 
 // Reservation is an on-demand capacity reservation as the engine plans it:
@@ -51,6 +56,13 @@ type Reservation struct {
 	// NodeClasses name the EC2NodeClasses whose capacityReservationSelectorTerms
 	// select it: only their pools may launch into it.
 	NodeClasses []string `json:"nodeClasses"`
+}
+
+// Volumes are the storage objects pods' volumes resolve through.
+type Volumes struct {
+	Claims            []*corev1.PersistentVolumeClaim
+	PersistentVolumes []*corev1.PersistentVolume
+	StorageClasses    []*storagev1.StorageClass
 }
 
 // NodeState is an existing node and the pods bound to it.

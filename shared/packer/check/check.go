@@ -928,6 +928,9 @@ func (c *checker) nodeFits() {
 			} else if !ok {
 				c.errorf("pod %s on %s node %s: nodeSelector/required node affinity does not match the node's labels", PodKey(p), v.kind, v.name)
 			}
+			if why := c.volumeCheck(p, v.node); why != "" {
+				c.errorf("pod %s on %s node %s: %s", PodKey(p), v.kind, v.name, why)
+			}
 			if t, bad := untolerated(v.taints, p.Spec.Tolerations); bad {
 				c.errorf("pod %s on %s node %s: taint %s=%s:%s not tolerated", PodKey(p), v.kind, v.name, t.Key, t.Value, t.Effect)
 			}

@@ -222,7 +222,7 @@ func (c *checker) unschedulable() {
 	var repel []repeller
 	for _, u := range c.plan.Unschedulable {
 		p := c.pods[u.Pod]
-		if p == nil || !unconstrained(p) || negativeQuantity(p) {
+		if p == nil || !unconstrained(p) || negativeQuantity(p) || c.snap.Volumes != nil && hasClaims(p) {
 			continue
 		}
 		if repel == nil {
