@@ -32,7 +32,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var paths cli.PathList
-	fs.Var(&paths, "f", "a manifest file or folder (repeatable): NodePools, EC2NodeClasses, NodeClaims, Nodes, Pods, DaemonSets, workloads")
+	fs.Var(&paths, "f", "a manifest file or folder (repeatable): NodePools, EC2NodeClasses, NodeClaims, Nodes, Pods, DaemonSets, workloads, PersistentVolumeClaims, PersistentVolumes, StorageClasses")
 	catalogPath := fs.String("catalog", "", "instance catalog JSON (default: the embedded us-east-1 catalog)")
 	region := fs.String("region", "", "region the plan is for (must match the catalog's)")
 	output := fs.String("o", "table", "output format: table or json")
@@ -161,6 +161,12 @@ func loadSnapshot(paths []string, catalogPath, region string, stderr io.Writer) 
 	assembled, _ = packer.ReplanDeleting(assembled, b.NodeClaims)
 	snap := &packer.Snapshot{Pods: assembled.Pods, Nodes: assembled.Nodes, InFlight: assembled.InFlight,
 		NodePools: b.NodePools, NodeClasses: b.NodeClasses, DaemonSets: b.DaemonSets, Catalog: cat}
+	// Volumes bound where pods run once the manifests hold any storage object
+	// (claims, volumes, classes); without one, claims are taken to exist
+	// somewhere the manifests do not show and are not looked at.
+	if len(b.Claims)+len(b.PersistentVolumes)+len(b.StorageClasses) > 0 {
+		snap.Volumes = &packer.Volumes{Claims: b.Claims, PersistentVolumes: b.PersistentVolumes, StorageClasses: b.StorageClasses}
+	}
 	return snap, lc.prep, region, nil
 }
 

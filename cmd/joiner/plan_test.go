@@ -208,3 +208,71 @@ func TestPlanInFlightNodeClaims(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanVolumeTopology: joiner plan reads claims, volumes and classes from the
+// manifests: a pod whose claim is bound to a volume in us-east-1c gets a node
+// there; a pod whose claim is missing is unschedulable, the claim named.
+func TestPlanVolumeTopology(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "all.yaml"), []byte(volumeManifests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plan := planSeed(t, dir)
+	if len(plan.NewNodes) != 1 || plan.NewNodes[0].Zone != "us-east-1c" || len(plan.NewNodes[0].Pods) != 1 || plan.NewNodes[0].Pods[0] != "default/db" {
+		t.Errorf("want db on one new node in us-east-1c, got %+v", plan.NewNodes)
+	}
+	if len(plan.Unschedulable) != 1 || plan.Unschedulable[0].Pod != "default/lonely" ||
+		!strings.Contains(plan.Unschedulable[0].Reason, `persistentvolumeclaim "nowhere" not found`) {
+		t.Errorf("want lonely unschedulable naming its claim, got %+v", plan.Unschedulable)
+	}
+}
+
+const volumeManifests = `apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec: {storageClassName: gp3, volumeName: pv-1, accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-1}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1c]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db}
+spec:
+  containers: [{name: db, image: postgres, resources: {requests: {cpu: "1", memory: 2Gi}}}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: lonely}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: nowhere}}]
+`

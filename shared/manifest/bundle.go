@@ -21,6 +21,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
@@ -111,7 +112,11 @@ type Bundle struct {
 	Pods        []*corev1.Pod
 	DaemonSets  []*appsv1.DaemonSet
 	PDBs        []*policyv1.PodDisruptionBudget
-	Skipped     []Skipped
+	// Claims, PersistentVolumes and StorageClasses say where pods' volumes attach.
+	Claims            []*corev1.PersistentVolumeClaim
+	PersistentVolumes []*corev1.PersistentVolume
+	StorageClasses    []*storagev1.StorageClass
+	Skipped           []Skipped
 	Problems    []Problem
 	Files       []FileSummary
 

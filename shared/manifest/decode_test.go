@@ -637,3 +637,49 @@ func TestExpansionCapAcrossDocuments(t *testing.T) {
 		}
 	}
 }
+
+// TestStorageObjects: PersistentVolumeClaims, PersistentVolumes and
+// StorageClasses are read (where pods' volumes attach bounds where they run),
+// a claim namespaced, volumes and classes cluster-scoped, and a binding mode
+// the API server refuses is an error.
+func TestStorageObjects(t *testing.T) {
+	b := decode(`apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data-db-0}
+spec: {storageClassName: gp3, volumeName: pv-1, accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}
+status: {phase: Bound}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-1}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1b]}]
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: gp3}
+provisioner: ebs.csi.aws.com
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: bad}
+provisioner: ebs.csi.aws.com
+volumeBindingMode: Later
+`)
+	if len(b.Claims) != 1 || b.Claims[0].Namespace != "default" || b.Claims[0].Spec.VolumeName != "pv-1" {
+		t.Errorf("claims = %+v", b.Claims)
+	}
+	if len(b.PersistentVolumes) != 1 || b.PersistentVolumes[0].Spec.NodeAffinity == nil {
+		t.Errorf("volumes = %+v", b.PersistentVolumes)
+	}
+	if len(b.StorageClasses) != 1 || b.StorageClasses[0].Name != "gp3" {
+		t.Errorf("classes = %+v", b.StorageClasses)
+	}
+	expectProblems(t, b, []wantProblem{{4, "volumeBindingMode", `unknown volumeBindingMode "Later"`, false}})
+}

@@ -7,12 +7,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
 	fieldpath "k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/joiner-autoscaler/joiner/shared/amifamily"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
@@ -31,6 +33,10 @@ var kindAPIVersions = map[string]string{
 	"StatefulSet":           "apps/v1",
 	"Job":                   "batch/v1",
 	"PodDisruptionBudget":   "policy/v1",
+	// Where pods' volumes can attach bounds where they run.
+	"PersistentVolumeClaim": "v1",
+	"PersistentVolume":      "v1",
+	"StorageClass":          "storage.k8s.io/v1",
 }
 
 var knownKinds = func() []string {
@@ -222,6 +228,12 @@ func (d *docCtx) object(obj map[string]any, prefix string) {
 		d.daemonSet(o, obj)
 	case "PodDisruptionBudget":
 		d.pdb(o, obj)
+	case "PersistentVolumeClaim":
+		d.claim(o, obj)
+	case "PersistentVolume":
+		d.volume(o, obj)
+	case "StorageClass":
+		d.storageClass(o, obj)
 	case "Deployment", "ReplicaSet", "StatefulSet", "Job":
 		d.workload(o, obj, readAs)
 	}
@@ -475,6 +487,50 @@ func (d *docCtx) pdb(o *objCtx, obj map[string]any) {
 			d.b.PDBs = append(d.b.PDBs, pdb)
 			d.b.sources[pdb] = d.src
 			d.count("PodDisruptionBudget", 0)
+		}
+	})
+}
+
+func (d *docCtx) claim(o *objCtx, obj map[string]any) {
+	c := decodeTyped[corev1.PersistentVolumeClaim](o, obj, nil, true)
+	o.meta("PersistentVolumeClaim", &c.ObjectMeta, true)
+	d.later(func() {
+		if o.keep("PersistentVolumeClaim", c.Namespace, c.Name) {
+			d.b.Claims = append(d.b.Claims, c)
+			d.b.sources[c] = d.src
+			d.count("PersistentVolumeClaim", 0)
+		}
+	})
+}
+
+func (d *docCtx) volume(o *objCtx, obj map[string]any) {
+	pv := decodeTyped[corev1.PersistentVolume](o, obj, nil, true)
+	o.meta("PersistentVolume", &pv.ObjectMeta, false)
+	if a := pv.Spec.NodeAffinity; a != nil && a.Required != nil {
+		if _, err := nodeaffinity.NewNodeSelector(a.Required); err != nil {
+			o.errorf("spec.nodeAffinity.required", "invalid node selector: %v", err)
+		}
+	}
+	d.later(func() {
+		if o.keep("PersistentVolume", "", pv.Name) {
+			d.b.PersistentVolumes = append(d.b.PersistentVolumes, pv)
+			d.b.sources[pv] = d.src
+			d.count("PersistentVolume", 0)
+		}
+	})
+}
+
+func (d *docCtx) storageClass(o *objCtx, obj map[string]any) {
+	sc := decodeTyped[storagev1.StorageClass](o, obj, nil, false)
+	o.meta("StorageClass", &sc.ObjectMeta, false)
+	if m := sc.VolumeBindingMode; m != nil && *m != storagev1.VolumeBindingImmediate && *m != storagev1.VolumeBindingWaitForFirstConsumer {
+		o.errorf("volumeBindingMode", "unknown volumeBindingMode %q: write Immediate or WaitForFirstConsumer", *m)
+	}
+	d.later(func() {
+		if o.keep("StorageClass", "", sc.Name) {
+			d.b.StorageClasses = append(d.b.StorageClasses, sc)
+			d.b.sources[sc] = d.src
+			d.count("StorageClass", 0)
 		}
 	})
 }
