@@ -117,8 +117,8 @@ type Bundle struct {
 	PersistentVolumes []*corev1.PersistentVolume
 	StorageClasses    []*storagev1.StorageClass
 	Skipped           []Skipped
-	Problems    []Problem
-	Files       []FileSummary
+	Problems          []Problem
+	Files             []FileSummary
 
 	sources map[any]Source
 	// workloadSources are the documents of expanded workloads, found from a pod's
