@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,6 +45,31 @@ type Clients struct {
 	Coordination CoordinationAPI
 	Events       EventsAPI
 	Dynamic      dynamic.Interface
+	// Storage lists what pods' volumes resolve through; nil: volumes are not read.
+	Storage StorageAPI
+}
+
+// StorageAPI is what a snapshot reads of storage: claims, volumes (core/v1) and
+// classes (storage.k8s.io/v1).
+type StorageAPI interface {
+	PersistentVolumeClaims(namespace string) PersistentVolumeClaimAPI
+	PersistentVolumes() PersistentVolumeAPI
+	StorageClasses() StorageClassAPI
+}
+
+// PersistentVolumeClaimAPI lists claims.
+type PersistentVolumeClaimAPI interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error)
+}
+
+// PersistentVolumeAPI lists volumes.
+type PersistentVolumeAPI interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PersistentVolumeList, error)
+}
+
+// StorageClassAPI lists classes.
+type StorageClassAPI interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*storagev1.StorageClassList, error)
 }
 
 // The method sets below are those of client-go's typed clients, so each typed resource

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -79,6 +81,22 @@ func TestReadStateCheaply(t *testing.T) {
 		}
 	}
 
+	// The claim the pods mount, its class: read with the functions' RBAC.
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "readcheap-gp3"}, Provisioner: "ebs.csi.aws.com", VolumeBindingMode: &wffc}
+	if _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.StorageV1().StorageClasses().Delete(context.Background(), sc.Name, metav1.DeleteOptions{})
+	})
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: ns}, Spec: corev1.PersistentVolumeClaimSpec{
+		StorageClassName: &sc.Name, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	meter := kube.NewMeter()
 	cfg := rest.CopyConfig(functionsConfig(env))
 	cfg.WrapTransport = meter.Wrap
@@ -119,10 +137,26 @@ func TestReadStateCheaply(t *testing.T) {
 			t.Errorf("node: images %v, allocatable %v", n.Status.Images, n.Status.Allocatable)
 		}
 	}
+	if v := st.Snapshot.Volumes; v == nil {
+		t.Error("no volumes read")
+	} else {
+		found := false
+		for _, c := range v.Claims {
+			found = found || c.Namespace == ns && c.Name == "d"
+		}
+		classes := false
+		for _, c := range v.StorageClasses {
+			classes = classes || c.Name == sc.Name
+		}
+		if !found || !classes {
+			t.Errorf("claim d read: %v, class %s read: %v", found, sc.Name, classes)
+		}
+	}
 	counts := meter.Counts()
 	// Six pods at two a page are at least three pod pages (other tests' pods add more).
 	if counts["LIST pods"] < 3 || counts["LIST nodes"] < 1 || counts["LIST nodeclaims"] < 1 || counts["LIST nodepools"] < 1 ||
-		counts["LIST ec2nodeclasses"] < 1 || counts["LIST daemonsets"] < 1 || counts["LIST poddisruptionbudgets"] < 1 {
+		counts["LIST ec2nodeclasses"] < 1 || counts["LIST daemonsets"] < 1 || counts["LIST poddisruptionbudgets"] < 1 ||
+		counts["LIST persistentvolumeclaims"] < 1 || counts["LIST persistentvolumes"] < 1 || counts["LIST storageclasses"] < 1 {
 		t.Errorf("requests %s: want every list, pods paged", meter)
 	}
 	for k := range counts {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// scheme knows the five API groups Joiner calls and nothing else, which is what keeps
+// scheme knows the five API groups Joiner calls (and StorageClasses) and nothing else, which is what keeps
 // the other ~50 groups out of the Lambda binaries.
 var (
 	scheme         = newScheme()
@@ -38,6 +39,9 @@ func newScheme() *runtime.Scheme {
 		}
 	}
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	// Of storage.k8s.io only StorageClasses, which snapshots read.
+	s.AddKnownTypes(storagev1.SchemeGroupVersion, &storagev1.StorageClass{}, &storagev1.StorageClassList{})
+	metav1.AddToGroupVersion(s, storagev1.SchemeGroupVersion)
 	return s
 }
 
@@ -52,9 +56,9 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	var rcs [5]*rest.RESTClient
+	var rcs [6]*rest.RESTClient
 	for i, gv := range []schema.GroupVersion{corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion, policyv1.SchemeGroupVersion,
-		coordinationv1.SchemeGroupVersion, eventsv1.SchemeGroupVersion} {
+		coordinationv1.SchemeGroupVersion, eventsv1.SchemeGroupVersion, storagev1.SchemeGroupVersion} {
 		if rcs[i], err = groupClient(pb, hc, gv); err != nil {
 			return nil, fmt.Errorf("kubernetes %s client: %w", gv, err)
 		}
@@ -80,6 +84,7 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 		Coordination: restCoordination{rcs[3]},
 		Events:       restEvents{rcs[4]},
 		Dynamic:      dyn,
+		Storage:      restStorage{core: rcs[0], storage: rcs[5]},
 	}, nil
 }
 
@@ -209,6 +214,41 @@ type restPDBs struct{ restResource }
 func (p restPDBs) List(ctx context.Context, opts metav1.ListOptions) (*policyv1.PodDisruptionBudgetList, error) {
 	out := &policyv1.PodDisruptionBudgetList{}
 	return out, p.list(ctx, opts, out)
+}
+
+type restStorage struct{ core, storage *rest.RESTClient }
+
+func (s restStorage) PersistentVolumeClaims(ns string) PersistentVolumeClaimAPI {
+	return restClaims{restResource{s.core, ns, "persistentvolumeclaims"}}
+}
+
+func (s restStorage) PersistentVolumes() PersistentVolumeAPI {
+	return restVolumes{restResource{s.core, "", "persistentvolumes"}}
+}
+
+func (s restStorage) StorageClasses() StorageClassAPI {
+	return restClasses{restResource{s.storage, "", "storageclasses"}}
+}
+
+type restClaims struct{ restResource }
+
+func (r restClaims) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error) {
+	out := &corev1.PersistentVolumeClaimList{}
+	return out, r.list(ctx, opts, out)
+}
+
+type restVolumes struct{ restResource }
+
+func (r restVolumes) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PersistentVolumeList, error) {
+	out := &corev1.PersistentVolumeList{}
+	return out, r.list(ctx, opts, out)
+}
+
+type restClasses struct{ restResource }
+
+func (r restClasses) List(ctx context.Context, opts metav1.ListOptions) (*storagev1.StorageClassList, error) {
+	out := &storagev1.StorageClassList{}
+	return out, r.list(ctx, opts, out)
 }
 
 type restCoordination struct{ rc *rest.RESTClient }

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -169,9 +171,19 @@ func (c *Client) ReadState(ctx context.Context) (*ClusterState, error) {
 	g.Go(func() error {
 		return exact(dynamicPager(gctx, c, NodeClaimGVR, &claims, NodeClaimFromUnstructured), "nodeclaims.karpenter.sh")
 	})
+	var volumes *packer.Volumes
+	unreadable := false
+	if c.clients.Storage != nil {
+		volumes = &packer.Volumes{}
+		g.Go(func() error { return c.readVolumes(gctx, exact, volumes, &unreadable) })
+	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	if unreadable {
+		volumes = nil // volumes are not looked at (readVolumes warned)
+	}
+	st.Snapshot.Volumes = volumes
 	if inexactList.Load() {
 		st.ResourceVersion = ""
 	}
@@ -200,6 +212,50 @@ func NewState(o Objects, readAt time.Time) *ClusterState {
 	st.Snapshot.DaemonSets, st.Snapshot.NodePools, st.Snapshot.NodeClasses = o.DaemonSets, o.NodePools, o.NodeClasses
 	assemble(st, o.Pods)
 	return st
+}
+
+// readVolumes lists claims, volumes and classes into v. A snapshot without them
+// still plans (a pod's volumes are then not looked at): a cluster whose RBAC
+// predates the permission gets a warning, not a failed invocation.
+func (c *Client) readVolumes(ctx context.Context, exact func(func(metav1.ListOptions) (string, string, error), string) error, v *packer.Volumes, unreadable *bool) error {
+	var claims []*corev1.PersistentVolumeClaim
+	var pvs []*corev1.PersistentVolume
+	var classes []*storagev1.StorageClass
+	err := errors.Join(
+		exact(func(o metav1.ListOptions) (string, string, error) {
+			l, err := c.clients.Storage.PersistentVolumeClaims("").List(ctx, o)
+			if err != nil {
+				return "", "", err
+			}
+			claims = append(claims, ptrs(l.Items)...)
+			return l.Continue, l.ResourceVersion, nil
+		}, "persistentvolumeclaims"),
+		exact(func(o metav1.ListOptions) (string, string, error) {
+			l, err := c.clients.Storage.PersistentVolumes().List(ctx, o)
+			if err != nil {
+				return "", "", err
+			}
+			pvs = append(pvs, ptrs(l.Items)...)
+			return l.Continue, l.ResourceVersion, nil
+		}, "persistentvolumes"),
+		exact(func(o metav1.ListOptions) (string, string, error) {
+			l, err := c.clients.Storage.StorageClasses().List(ctx, o)
+			if err != nil {
+				return "", "", err
+			}
+			classes = append(classes, ptrs(l.Items)...)
+			return l.Continue, l.ResourceVersion, nil
+		}, "storageclasses.storage.k8s.io"))
+	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+		*unreadable = true
+		c.log.Warn("volumes are not looked at: the functions may not list persistentvolumeclaims, persistentvolumes or storageclasses (apply deploy/rbac.yaml)", "error", err.Error())
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	v.Claims, v.PersistentVolumes, v.StorageClasses = claims, pvs, classes
+	return nil
 }
 
 // listPaged runs list until the last page. The first request asks for exactly rv;

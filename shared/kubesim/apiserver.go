@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +25,11 @@ var (
 	podsGVR  = corev1.SchemeGroupVersion.WithResource("pods")
 	nodesGVR = corev1.SchemeGroupVersion.WithResource("nodes")
 	pdbsGVR  = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
-	pdbsGVK  = policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget")
+
+	claimsGVR         = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+	volumesGVR        = corev1.SchemeGroupVersion.WithResource("persistentvolumes")
+	storageClassesGVR = storagev1.SchemeGroupVersion.WithResource("storageclasses")
+	pdbsGVK           = policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget")
 )
 
 // apiServer adds to the fake clients what a real API server does and Joiner relies on:

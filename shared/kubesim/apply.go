@@ -96,7 +96,42 @@ func (c *Cluster) Apply(ctx context.Context, b *manifest.Bundle) error {
 			return errf(err, "apply PodDisruptionBudget %s/%s", pdb.Namespace, pdb.Name)
 		}
 	}
+	if err := c.applyStorage(ctx, b); err != nil {
+		return err
+	}
 	return c.applyPods(ctx, b.Pods)
+}
+
+// applyStorage creates the bundle's StorageClasses, PersistentVolumes and
+// PersistentVolumeClaims (created once: a replay does not change them).
+func (c *Cluster) applyStorage(ctx context.Context, b *manifest.Bundle) error {
+	for _, sc := range b.StorageClasses {
+		_, err := c.cs.StorageV1().StorageClasses().Create(ctx, sc.DeepCopy(), metav1.CreateOptions{})
+		c.trackIf(err, storageClassesGVR, "", sc.Name)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return errf(err, "apply StorageClass %s", sc.Name)
+		}
+	}
+	for _, pv := range b.PersistentVolumes {
+		_, err := c.cs.CoreV1().PersistentVolumes().Create(ctx, pv.DeepCopy(), metav1.CreateOptions{})
+		c.trackIf(err, volumesGVR, "", pv.Name)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return errf(err, "apply PersistentVolume %s", pv.Name)
+		}
+	}
+	for _, pvc := range b.Claims {
+		pvc = pvc.DeepCopy()
+		pvc.Namespace = defaultNS(pvc.Namespace)
+		if err := c.realNamespace(ctx, pvc.Namespace); err != nil {
+			return err
+		}
+		_, err := c.cs.CoreV1().PersistentVolumeClaims(pvc.Namespace).Create(ctx, pvc, metav1.CreateOptions{})
+		c.trackIf(err, claimsGVR, pvc.Namespace, pvc.Name)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return errf(err, "apply PersistentVolumeClaim %s/%s", pvc.Namespace, pvc.Name)
+		}
+	}
+	return nil
 }
 
 func (c *Cluster) applyPods(ctx context.Context, pods []*corev1.Pod) error {

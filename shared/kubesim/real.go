@@ -368,6 +368,19 @@ func (c *Cluster) Cleanup(ctx context.Context) error {
 			err = c.cs.AppsV1().DaemonSets(ref.namespace).Delete(ctx, ref.name, metav1.DeleteOptions{})
 		case pdbsGVR:
 			err = c.cs.PolicyV1().PodDisruptionBudgets(ref.namespace).Delete(ctx, ref.name, metav1.DeleteOptions{})
+		case claimsGVR:
+			// Admission adds the protection finalizers; no controller here removes them.
+			claims := c.cs.CoreV1().PersistentVolumeClaims(ref.namespace)
+			if _, err = claims.Patch(ctx, ref.name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err == nil {
+				err = claims.Delete(ctx, ref.name, metav1.DeleteOptions{})
+			}
+		case volumesGVR:
+			pvs := c.cs.CoreV1().PersistentVolumes()
+			if _, err = pvs.Patch(ctx, ref.name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err == nil {
+				err = pvs.Delete(ctx, ref.name, metav1.DeleteOptions{})
+			}
+		case storageClassesGVR:
+			err = c.cs.StorageV1().StorageClasses().Delete(ctx, ref.name, metav1.DeleteOptions{})
 		case leasesGVR:
 			err = c.cs.CoordinationV1().Leases(ref.namespace).Delete(ctx, ref.name, metav1.DeleteOptions{})
 		default:
