@@ -200,7 +200,7 @@ func (e *Env) StartScheduler() (*Scheduler, error) {
 		return nil, err
 	}
 	s := &Scheduler{proc: *p, metricsURL: fmt.Sprintf("https://127.0.0.1:%d/metrics", port),
-		http: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			// Its serving certificate is self-signed, made at start.
 			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}} //nolint:gosec // loopback test process
 	if err := s.waitHTTP(s.http, fmt.Sprintf("https://127.0.0.1:%d/readyz", port), time.Minute); err != nil {
@@ -343,7 +343,13 @@ func (s *Scheduler) settle(ctx context.Context, backoff int) error {
 		}
 		q, err := s.Queue(ctx)
 		if err != nil {
-			return err
+			if perr := s.exited(); perr != nil || ctx.Err() != nil {
+				return err
+			}
+			// A scheduler busy with thousands of pods may answer its metrics late:
+			// ask again.
+			idle = false
+			continue
 		}
 		if first == nil {
 			first = &q
