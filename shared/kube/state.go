@@ -183,18 +183,18 @@ func (c *Client) ReadState(ctx context.Context) (*ClusterState, error) {
 	if unreadable {
 		volumes = nil // volumes are not looked at (readVolumes warned)
 	}
-	st.Snapshot.Volumes = volumes
 	if inexactList.Load() {
 		st.ResourceVersion = ""
 	}
 	out := NewState(Objects{Pods: pods, Nodes: nodes, NodeClaims: claims, NodePools: pools, NodeClasses: classes,
-		DaemonSets: daemonSets, PDBs: pdbs}, st.ReadAt)
+		DaemonSets: daemonSets, PDBs: pdbs, Volumes: volumes}, st.ReadAt)
 	out.ResourceVersion = st.ResourceVersion
 	return out, nil
 }
 
 // Objects are the lists ReadState reads: every non-terminal pod, node, NodeClaim,
-// NodePool, EC2NodeClass, DaemonSet and PodDisruptionBudget.
+// NodePool, EC2NodeClass, DaemonSet and PodDisruptionBudget, and the storage
+// objects pods' volumes resolve through (nil: not read).
 type Objects struct {
 	Pods        []*corev1.Pod
 	Nodes       []*corev1.Node
@@ -203,6 +203,7 @@ type Objects struct {
 	NodeClasses []*karpenter.EC2NodeClass
 	DaemonSets  []*appsv1.DaemonSet
 	PDBs        []*policyv1.PodDisruptionBudget
+	Volumes     *packer.Volumes
 }
 
 // NewState assembles the state ReadState returns from lists read at readAt: the
@@ -210,6 +211,7 @@ type Objects struct {
 func NewState(o Objects, readAt time.Time) *ClusterState {
 	st := &ClusterState{ReadAt: readAt, PDBs: o.PDBs, NodeClaims: o.NodeClaims, AllNodes: o.Nodes}
 	st.Snapshot.DaemonSets, st.Snapshot.NodePools, st.Snapshot.NodeClasses = o.DaemonSets, o.NodePools, o.NodeClasses
+	st.Snapshot.Volumes = o.Volumes
 	assemble(st, o.Pods)
 	return st
 }
