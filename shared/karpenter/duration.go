@@ -1,6 +1,7 @@
 package karpenter
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -42,7 +43,12 @@ func (d NillableDuration) String() string {
 }
 
 // UnmarshalJSON accepts a Go duration string ("720h", "30s") or "Never".
+// null is unset, so what MarshalJSON writes for an unset value reads back as unset.
 func (d *NillableDuration) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		*d = NillableDuration{}
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("want a duration string such as \"720h\" or \"Never\", got %s", string(b))
