@@ -171,15 +171,21 @@ func (r *run) finish(ctx context.Context) error {
 func (r *run) instanceStats(owned []awssim.Instance) {
 	launched, terminated := map[[2]string]int{}, map[[2]string]int{}
 	for _, in := range owned {
-		if in.LaunchTime.Before(r.start) {
-			continue
-		}
 		k := [2]string{in.InstanceType, in.CapacityType}
 		if in.CapacityReservationID != "" {
 			k[1] = karpenter.CapacityTypeReserved
 		}
-		launched[k]++
-		if in.State == awssim.StateShuttingDown || in.State == awssim.StateTerminated {
+		before := in.LaunchTime.Before(r.start)
+		if !before {
+			launched[k]++
+		}
+		// Terminated during the replay: the instances it launched, and those the
+		// cluster started with (adopted ones, a scenario 020 cluster's), once their
+		// termination falls after the start (shutting down: no time yet, so not
+		// one the seed already had going).
+		gone := in.State == awssim.StateShuttingDown || in.State == awssim.StateTerminated
+		if gone && (!before || (!in.TerminatedAt.IsZero() && !in.TerminatedAt.Before(r.start)) ||
+			(in.TerminatedAt.IsZero() && in.State == awssim.StateShuttingDown && in.NextTransition.After(r.start))) {
 			terminated[k]++
 		}
 	}
