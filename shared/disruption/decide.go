@@ -98,6 +98,7 @@ func Decide(in Input) Decision {
 	s.enter("", 1)
 	s.singleNode()
 	s.emptyConditions()
+	s.driftConditions()
 	return s.decision()
 }
 
@@ -481,6 +482,8 @@ func (s *state) decision() Decision {
 			continue
 		case ClearEmpty:
 			d.Summary.ClearEmpty++
+			continue
+		case MarkDrifted, ClearDrifted:
 			continue
 		case Delete:
 			d.Summary.Deletes++

@@ -672,3 +672,78 @@ func TestPDBAllowanceIsSharedWithinARound(t *testing.T) {
 		t.Fatalf("control: want x and y both consolidated without the PDB, got\n%s", dump(d))
 	}
 }
+
+// The Drifted condition is kept as Karpenter's drift controller keeps it: True with
+// Karpenter's reason on a drifted node that stays (here the drift budget is 0),
+// removed once a reason Joiner judges no longer holds, left alone when its reason
+// is one Joiner cannot judge (Karpenter's SubnetDrift, an AMI drift while the
+// class's AMIs are unresolved), which still counts as drift.
+func TestDriftedCondition(t *testing.T) {
+	drifted := func(reason string) metav1.Condition {
+		return metav1.Condition{Type: karpenter.ConditionDrifted, Status: metav1.ConditionTrue, Reason: reason, LastTransitionTime: ago(time.Hour)}
+	}
+	noDriftBudget := func(c *cluster) {
+		c.pool("default").Spec.Disruption.Budgets = []karpenter.Budget{{Nodes: "0", Reasons: []karpenter.DisruptionReason{karpenter.DisruptionReasonDrifted}}}
+	}
+	cases := []struct {
+		name      string
+		setup     func(c *cluster, nc *karpenter.NodeClaim)
+		mark      string // MarkDrifted's reason, "" for none
+		clear     bool
+		disrupted bool
+	}{
+		{name: "requirement no longer satisfied, held by the budget", setup: func(c *cluster, nc *karpenter.NodeClaim) {
+			c.pool("default").Spec.Template.Spec.Requirements[0].Values = []string{"m5.large", "m5.2xlarge"}
+			noDriftBudget(c)
+		}, mark: DriftRequirements},
+		{name: "already marked", setup: func(c *cluster, nc *karpenter.NodeClaim) {
+			c.pool("default").Spec.Template.Spec.Requirements[0].Values = []string{"m5.large", "m5.2xlarge"}
+			nc.Status.Conditions = append(nc.Status.Conditions, drifted(DriftRequirements))
+			noDriftBudget(c)
+		}},
+		{name: "marked for another reason, still drifted", setup: func(c *cluster, nc *karpenter.NodeClaim) {
+			c.pool("default").Spec.Template.Spec.Requirements[0].Values = []string{"m5.large", "m5.2xlarge"}
+			nc.Status.Conditions = append(nc.Status.Conditions, drifted("SubnetDrift"))
+			noDriftBudget(c)
+		}},
+		{name: "marked, no longer drifted", setup: func(c *cluster, nc *karpenter.NodeClaim) {
+			nc.Status.Conditions = append(nc.Status.Conditions, drifted(DriftRequirements))
+		}, clear: true},
+		{name: "Karpenter's SubnetDrift stays and counts", setup: func(c *cluster, nc *karpenter.NodeClaim) {
+			nc.Status.Conditions = append(nc.Status.Conditions, drifted("SubnetDrift"))
+		}, disrupted: true},
+		{name: "AMI drift with the class's AMIs unresolved stays and counts", setup: func(c *cluster, nc *karpenter.NodeClaim) {
+			nc.Status.Conditions = append(nc.Status.Conditions, drifted(DriftAMI))
+			c.Snapshot.NodeClasses[0].Status.AMIs = nil
+		}, disrupted: true},
+		{name: "AMI drift the class's AMIs disprove", setup: func(c *cluster, nc *karpenter.NodeClaim) {
+			nc.Status.Conditions = append(nc.Status.Conditions, drifted(DriftAMI))
+			c.Snapshot.NodeClasses[0].Status.AMIs = []karpenter.AMI{{ID: "ami-current"}, {ID: "ami-new"}}
+		}, clear: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testPool("default", whenEmpty, 0, m5))
+			_, busy := c.managed("busy", "default", "m5.2xlarge", time.Hour, appPod("b1", "6", "24Gi"))
+			busy.Status.ImageID = "ami-new"
+			_, nc := c.managed("old", "default", "m5.xlarge", time.Hour, appPod("o1", "2", "4Gi"))
+			tc.setup(c, nc)
+			d := c.decide()
+			marks, clears := kinds(d, MarkDrifted), kinds(d, ClearDrifted)
+			switch {
+			case tc.mark != "" && (len(marks) != 1 || marks[0].NodeClaim != "old-claim" || marks[0].DriftedReason != tc.mark):
+				t.Fatalf("want MarkDrifted %s on old-claim, got %+v\n%s", tc.mark, marks, dump(d))
+			case tc.mark == "" && len(marks) != 0:
+				t.Fatalf("want no MarkDrifted, got %+v", marks)
+			case tc.clear != (len(clears) == 1 && clears[0].NodeClaim == "old-claim") || len(clears) > 1:
+				t.Fatalf("ClearDrifted: want %v, got %+v\n%s", tc.clear, clears, dump(d))
+			}
+			if got := disruptions(d); tc.disrupted != (len(got) == 1 && got[0] == "Replace/Drifted/old") || (!tc.disrupted && len(got) != 0) {
+				t.Fatalf("disrupted %v, want %v\n%s", got, tc.disrupted, dump(d))
+			}
+			if len(d.Commands()) != len(disruptions(d)) {
+				t.Fatalf("condition actions among the commands: %v", d.Commands())
+			}
+		})
+	}
+}

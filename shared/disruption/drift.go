@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -133,27 +134,67 @@ func deref(s *string) string {
 	return *s
 }
 
+// Karpenter's drift reasons (the Drifted condition's reason) for the drift Joiner
+// judges itself.
+const (
+	DriftNodePool     = "NodePoolDrifted"
+	DriftNodeClass    = "NodeClassDrift"
+	DriftAMI          = "AMIDrift"
+	DriftRequirements = "RequirementsDrifted"
+)
+
 // driftReason explains why the node's NodeClaim drifted from its pool and class,
-// or returns "" when it has not.
+// or returns "" when it has not. A Drifted condition counts unless it carries a
+// reason Joiner judges, and can judge on this NodeClaim, and finds no longer true.
 func (s *state) driftReason(n *nodeInfo) string {
-	nc, np := n.claim, n.pool
-	if c := findCondition(nc.Status.Conditions, karpenter.ConditionDrifted); c != nil && c.Status == metav1.ConditionTrue {
+	if _, msg := s.ownDrift(n); msg != "" {
+		return msg
+	}
+	if c := findCondition(n.claim.Status.Conditions, karpenter.ConditionDrifted); c != nil && c.Status == metav1.ConditionTrue && !s.judges(n, c.Reason) {
 		msg := "NodeClaim has condition Drifted=True"
 		if c.Reason != "" {
 			msg += " (" + c.Reason + ")"
 		}
 		return msg
 	}
+	return ""
+}
+
+// judges reports whether ownDrift can tell, on this NodeClaim, whether the drift
+// of reason holds: an AMI drift needs the image and the class's resolved AMIs, a
+// hash drift a hash Joiner's function wrote.
+func (s *state) judges(n *nodeInfo, reason string) bool {
+	nc := n.claim
+	switch reason {
+	case DriftRequirements:
+		return true
+	case DriftNodePool:
+		_, ok := nc.Annotations[s.opts.NodePoolHashAnnotation]
+		return ok && hashComparable(nc, NodePoolHashVersionAnnotation)
+	case DriftNodeClass:
+		_, ok := nc.Annotations[s.opts.NodeClassHashAnnotation]
+		return ok && hashComparable(nc, NodeClassHashVersionAnnotation) && s.classFor(n.pool, nc) != nil
+	case DriftAMI:
+		class := s.classFor(n.pool, nc)
+		return nc.Status.ImageID != "" && class != nil && len(class.Status.AMIs) > 0
+	}
+	return false
+}
+
+// ownDrift is the drift Joiner judges from the NodeClaim, its pool and its
+// class: Karpenter's reason for it and the explanation, or "" twice.
+func (s *state) ownDrift(n *nodeInfo) (reason, msg string) {
+	nc, np := n.claim, n.pool
 	if got, ok := nc.Annotations[s.opts.NodePoolHashAnnotation]; ok && hashComparable(nc, NodePoolHashVersionAnnotation) {
 		if want := NodePoolHash(np); got != want {
-			return fmt.Sprintf("NodePool %s template changed (annotation %s %s, now %s)", np.Name, s.opts.NodePoolHashAnnotation, got, want)
+			return DriftNodePool, fmt.Sprintf("NodePool %s template changed (annotation %s %s, now %s)", np.Name, s.opts.NodePoolHashAnnotation, got, want)
 		}
 	}
 	class := s.classFor(np, nc)
 	if class != nil {
 		if got, ok := nc.Annotations[s.opts.NodeClassHashAnnotation]; ok && hashComparable(nc, NodeClassHashVersionAnnotation) {
 			if want := NodeClassHash(class); got != want {
-				return fmt.Sprintf("EC2NodeClass %s changed (annotation %s %s, now %s)", class.Name, s.opts.NodeClassHashAnnotation, got, want)
+				return DriftNodeClass, fmt.Sprintf("EC2NodeClass %s changed (annotation %s %s, now %s)", class.Name, s.opts.NodeClassHashAnnotation, got, want)
 			}
 		}
 		if img := nc.Status.ImageID; img != "" && len(class.Status.AMIs) > 0 {
@@ -165,11 +206,45 @@ func (s *state) driftReason(n *nodeInfo) string {
 				}
 			}
 			if !found {
-				return fmt.Sprintf("image %s is no longer among EC2NodeClass %s's AMIs (%s)", img, class.Name, amiIDs(class))
+				return DriftAMI, fmt.Sprintf("image %s is no longer among EC2NodeClass %s's AMIs (%s)", img, class.Name, amiIDs(class))
 			}
 		}
 	}
-	return requirementDrift(np, n.labels())
+	if msg := requirementDrift(np, n.labels()); msg != "" {
+		return DriftRequirements, msg
+	}
+	return "", ""
+}
+
+// driftConditions keeps the NodeClaims' Drifted condition in step with the drift
+// Joiner judges, as Karpenter's drift controller does: True with the reason on a
+// drifted node that stays this round (a budget or a PDB holds it), removed once a
+// node is no longer drifted for a reason Joiner judges (see judges).
+func (s *state) driftConditions() {
+	var acts []Action
+	for _, n := range s.nodes {
+		if !n.managed || !n.initialized || n.deleting || n.done {
+			continue
+		}
+		reason, msg := s.ownDrift(n)
+		c := findCondition(n.claim.Status.Conditions, karpenter.ConditionDrifted)
+		switch {
+		// A Drifted=True already there stays as it is while the node is drifted,
+		// whatever reason Joiner finds first: Karpenter's reason is often the more
+		// telling one (a NodeClaim it found drifted keeps its hash, which differs
+		// from Joiner's by construction).
+		case reason != "" && (c == nil || c.Status != metav1.ConditionTrue):
+			acts = append(acts, Action{Kind: MarkDrifted, Reason: ReasonDrifted, NodeClaim: n.claimName(), Node: n.name(), NodePool: n.poolName(),
+				DriftedReason: reason, Explanation: msg})
+		case reason == "" && c != nil && s.judges(n, c.Reason):
+			// Another reason (SubnetDrift, SecurityGroupDrift, ...) is Karpenter's
+			// verdict on what Joiner does not judge, and stays.
+			acts = append(acts, Action{Kind: ClearDrifted, NodeClaim: n.claimName(), Node: n.name(), NodePool: n.poolName(),
+				Explanation: "no longer drifted (" + c.Reason + " no longer holds)"})
+		}
+	}
+	sort.SliceStable(acts, func(i, j int) bool { return acts[i].Node < acts[j].Node })
+	s.actions = append(s.actions, acts...)
 }
 
 // hashComparable reports whether the hash on nc was written by this hash function:

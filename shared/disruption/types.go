@@ -129,6 +129,13 @@ const (
 	// ClearEmpty sets a stale Empty condition to False: the node has pods again, and
 	// the next time it empties its timer must start afresh.
 	ClearEmpty ActionKind = "ClearEmpty"
+	// MarkDrifted sets the NodeClaim's Drifted condition to True with
+	// DriftedReason (Karpenter's reason names), as Karpenter's drift controller
+	// does: kubectl shows it, and a Karpenter taking the cluster back reads it.
+	MarkDrifted ActionKind = "MarkDrifted"
+	// ClearDrifted removes a Drifted condition of one of those reasons from a
+	// NodeClaim no longer drifted.
+	ClearDrifted ActionKind = "ClearDrifted"
 	// Delete taints, drains and deletes the node: its pods fit on other capacity.
 	Delete ActionKind = "Delete"
 	// Replace launches the replacement first, waits for it to be ready, then taints,
@@ -176,6 +183,9 @@ type Action struct {
 	// EmptySince is set on MarkEmpty: when the node became empty, as far as the
 	// snapshot shows.
 	EmptySince *time.Time `json:"emptySince,omitempty"`
+	// DriftedReason is set on MarkDrifted: NodePoolDrifted, NodeClassDrift,
+	// AMIDrift or RequirementsDrifted.
+	DriftedReason string `json:"driftedReason,omitempty"`
 	// Forceful is set on an expired node whose terminationGracePeriod has run out
 	// since it expired: the executor may drain it past do-not-disrupt and PDBs
 	// (its grace deadline is Now).
@@ -250,8 +260,8 @@ func (s Summary) String() string {
 	return out
 }
 
-// Commands groups the disruption actions by command, in order; MarkEmpty and
-// ClearEmpty actions are left out.
+// Commands groups the disruption actions by command, in order; the condition
+// actions (MarkEmpty, ClearEmpty, MarkDrifted, ClearDrifted) are left out.
 func (d Decision) Commands() [][]Action {
 	var out [][]Action
 	idx := map[int]int{}

@@ -103,7 +103,7 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 	for _, b := range dec.Blocked {
 		d.log().Info("not disrupted", "node", b.Node, "reason", b.Reason)
 	}
-	d.recordEmptiness(ctx, dec.Actions)
+	d.recordConditions(ctx, dec.Actions)
 	var done []string
 	for _, cmd := range dec.Commands() {
 		if ctx.Err() != nil {
@@ -269,19 +269,29 @@ func withStamps(st *kube.ClusterState, stamps []disruption.HashStamp) *kube.Clus
 	return &out
 }
 
-// recordEmptiness writes the decision's MarkEmpty and ClearEmpty actions on the
-// NodeClaims (best effort: a failed write only delays the next removal), first
-// observation time for a mark, so the emptiness timer survives between rounds.
-func (d *Deps) recordEmptiness(ctx context.Context, actions []disruption.Action) {
+// recordConditions writes the decision's condition actions on the NodeClaims (best
+// effort: a failed write is made again next round): MarkEmpty and ClearEmpty, first
+// observation time for a mark, so the emptiness timer survives between rounds;
+// MarkDrifted and ClearDrifted, so kubectl and a Karpenter taking the cluster back
+// see which nodes are drifted and why.
+func (d *Deps) recordConditions(ctx context.Context, actions []disruption.Action) {
 	if d.Config.DryRun {
 		return
 	}
 	for _, a := range actions {
-		if a.Kind != disruption.MarkEmpty && a.Kind != disruption.ClearEmpty {
+		var err error
+		switch a.Kind {
+		case disruption.MarkEmpty, disruption.ClearEmpty:
+			err = d.Cluster.SetEmpty(ctx, a.NodeClaim, a.Kind == disruption.MarkEmpty, d.now())
+		case disruption.MarkDrifted:
+			err = d.Cluster.SetDrifted(ctx, a.NodeClaim, a.DriftedReason, a.Explanation, d.now())
+		case disruption.ClearDrifted:
+			err = d.Cluster.SetDrifted(ctx, a.NodeClaim, "", "", d.now())
+		default:
 			continue
 		}
-		if err := d.Cluster.SetEmpty(ctx, a.NodeClaim, a.Kind == disruption.MarkEmpty, d.now()); err != nil {
-			d.log().Warn("could not record emptiness", "nodeclaim", a.NodeClaim, "error", err.Error())
+		if err != nil {
+			d.log().Warn("could not record condition", "nodeclaim", a.NodeClaim, "action", a.Kind, "error", err.Error())
 		}
 	}
 }

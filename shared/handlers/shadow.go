@@ -50,6 +50,7 @@ const (
 	DecideUntaint         DecisionKind = "Untaint"
 	DecideAnnotate        DecisionKind = "Annotate"
 	DecideSetEmpty        DecisionKind = "SetEmpty"
+	DecideSetDrifted      DecisionKind = "SetDrifted"
 	DecideLifecycle       DecisionKind = "Lifecycle"
 	DecideNodeClassStatus DecisionKind = "NodeClassStatus"
 	DecideNominate        DecisionKind = "Nominate"
@@ -217,6 +218,19 @@ func (r *Recorder) SetEmpty(_ context.Context, name string, empty bool, at time.
 		status = metav1.ConditionTrue
 	}
 	c := memCondition{Type: karpenter.ConditionEmpty, Status: status, Since: at.UTC()}
+	r.remember(func(m *shadowMemory) { m.setCondition(name, c) })
+	return nil
+}
+
+// SetDrifted records the Drifted condition write and remembers it.
+func (r *Recorder) SetDrifted(_ context.Context, name, reason, message string, at time.Time) error {
+	detail := "Drifted removed"
+	c := memCondition{Type: karpenter.ConditionDrifted, Since: at.UTC()}
+	if reason != "" {
+		detail = "Drifted=true: " + message
+		c.Status, c.Reason = metav1.ConditionTrue, reason
+	}
+	r.add(Decision{Kind: DecideSetDrifted, NodeClaim: name, Reason: reason, Detail: detail})
 	r.remember(func(m *shadowMemory) { m.setCondition(name, c) })
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -46,8 +47,10 @@ type shadowMemory struct {
 }
 
 type memCondition struct {
-	Type   string                 `json:"type"`
-	Status metav1.ConditionStatus `json:"status"`
+	Type string `json:"type"`
+	// Status "" is a condition a round would have removed.
+	Status metav1.ConditionStatus `json:"status,omitempty"`
+	Reason string                 `json:"reason,omitempty"`
 	Since  time.Time              `json:"since"`
 }
 
@@ -68,7 +71,7 @@ func (m *shadowMemory) setCondition(claim string, c memCondition) {
 	cs := m.Conditions[claim]
 	for i := range cs {
 		if cs[i].Type == c.Type {
-			if cs[i].Status != c.Status {
+			if cs[i].Status != c.Status || cs[i].Reason != c.Reason {
 				cs[i] = c
 			}
 			return
@@ -171,8 +174,16 @@ func (m *shadowMemory) apply(st *kube.ClusterState) {
 }
 
 func setMemCondition(conds *[]metav1.Condition, c memCondition, gen int64) {
-	reason := c.Type
-	if c.Status != metav1.ConditionTrue {
+	if c.Status == "" {
+		*conds = slices.DeleteFunc(*conds, func(x metav1.Condition) bool { return x.Type == c.Type })
+		return
+	}
+	reason := c.Reason
+	switch {
+	case reason != "":
+	case c.Status == metav1.ConditionTrue:
+		reason = c.Type
+	default:
 		reason = "Not" + c.Type
 	}
 	nc := metav1.Condition{Type: c.Type, Status: c.Status, Reason: reason, LastTransitionTime: metav1.NewTime(c.Since), ObservedGeneration: gen,

@@ -31,6 +31,9 @@ type Cluster interface {
 	UpdateNodeClassStatus(ctx context.Context, nc *karpenter.EC2NodeClass, resolved karpenter.EC2NodeClassStatus) (bool, error)
 	// SetEmpty records whether a NodeClaim's node is empty (the Empty condition).
 	SetEmpty(ctx context.Context, name string, empty bool, at time.Time) error
+	// SetDrifted sets the NodeClaim's Drifted condition True with reason (Karpenter's
+	// reason names) and message, or removes it when reason is "".
+	SetDrifted(ctx context.Context, name, reason, message string, at time.Time) error
 	// Advance writes lifecycle transitions decided on st (registration,
 	// initialization, timeouts, finalization) and the NodePools' status.
 	Advance(ctx context.Context, st *ClusterState, trs []lifecycle.Transition, term InstanceTerminator) *ReconcileReport

@@ -220,6 +220,28 @@ func (c *Client) SetEmpty(ctx context.Context, name string, empty bool, at time.
 	return err
 }
 
+// SetDrifted sets the NodeClaim's Drifted condition, as Karpenter's drift
+// controller does (True with the drift reason; removed when no longer drifted), so
+// kubectl shows it and a Karpenter taking the cluster back reads it.
+func (c *Client) SetDrifted(ctx context.Context, name, reason, message string, at time.Time) error {
+	nc, err := c.getNodeClaim(ctx, name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if reason == "" {
+		if !meta.RemoveStatusCondition(&nc.Status.Conditions, karpenter.ConditionDrifted) {
+			return nil
+		}
+	} else {
+		setCond(&nc.Status.Conditions, karpenter.ConditionDrifted, metav1.ConditionTrue, reason, message, at, nc.Generation)
+	}
+	_, err = c.patchNodeClaimStatus(ctx, nc)
+	return err
+}
+
 func (c *Client) getNodeClaim(ctx context.Context, name string) (*karpenter.NodeClaim, error) {
 	u, err := c.clients.Dynamic.Resource(NodeClaimGVR).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
