@@ -78,12 +78,21 @@ func newWorld(t testing.TB) *world {
 	return w
 }
 
-// clear removes what a test left in the shared API server (pods, nodes, NodeClaims
-// with their finalizers), so the next test starts from an empty cluster.
+// clear removes what a test left in the shared API server (pods, nodes and
+// NodeClaims with their finalizers), so the next test starts from an empty cluster.
 func (w *world) clear(t testing.TB) {
 	ctx := context.Background()
 	zero := int64(0)
 	_ = w.cs.CoreV1().Pods(w.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	// Nodes Joiner registered carry Karpenter's termination finalizer, which only a
+	// consolidation round would lift.
+	if nodes, err := w.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range nodes.Items {
+			if len(n.Finalizers) > 0 {
+				_, _ = w.cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			}
+		}
+	}
 	_ = w.cs.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	list, err := w.clients.Dynamic.Resource(kube.NodeClaimGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {

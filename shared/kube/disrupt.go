@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -366,6 +367,13 @@ func (c *Client) patchNode(ctx context.Context, node *corev1.Node, mutate func(*
 		}
 		if len(annotations) > 0 {
 			meta["annotations"] = annotations
+		}
+		// Lists go whole in a merge patch; resourceVersion keeps that safe.
+		if !slices.Equal(next.Finalizers, cur.Finalizers) {
+			meta["finalizers"] = next.Finalizers
+		}
+		if !equality.Semantic.DeepEqual(next.OwnerReferences, cur.OwnerReferences) {
+			meta["ownerReferences"] = next.OwnerReferences
 		}
 		patch, _ := json.Marshal(map[string]any{
 			"metadata": meta,

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
@@ -216,6 +217,17 @@ func ApplyRegistration(nc *karpenter.NodeClaim, n *corev1.Node) {
 		}
 	}
 	n.Spec.Taints = taints
+	// As Karpenter's registration does: its termination finalizer (the Node stays
+	// until its instance is terminated; kube.Client's finalization lifts it) and an
+	// owner reference to the NodeClaim, so a Karpenter taking the cluster back finds
+	// Joiner's Nodes as it leaves its own.
+	if !slices.Contains(n.Finalizers, karpenter.TerminationFinalizer) {
+		n.Finalizers = append(n.Finalizers, karpenter.TerminationFinalizer)
+	}
+	if nc.UID != "" && !slices.ContainsFunc(n.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == nc.UID }) {
+		n.OwnerReferences = append(n.OwnerReferences, metav1.OwnerReference{APIVersion: karpenter.APIVersion, Kind: karpenter.NodeClaimKind,
+			Name: nc.Name, UID: nc.UID, BlockOwnerDeletion: ptr.To(true)})
+	}
 }
 
 // Registered is a copy of node as registering it under nc leaves it.

@@ -193,3 +193,31 @@ func TestPoolStatuses(t *testing.T) {
 		t.Errorf("an unchanged status is written again: %+v", again)
 	}
 }
+
+// Registering a Node leaves it as Karpenter's registration does: the NodeClaim's
+// labels and taints, no unregistered taint, Karpenter's termination finalizer and
+// an owner reference to the NodeClaim (once, however often it is applied).
+func TestRegistrationAsKarpenterLeavesANode(t *testing.T) {
+	nc := claim(karpenter.ConditionLaunched)
+	nc.UID = "6b0c2b1e-1f0a-4d0e-9d55-2f6d7f0e9a11"
+	n := Registered(nc, readyNode())
+	n = Registered(nc, n)
+	if len(n.Spec.Taints) != 0 || n.Labels[karpenter.NodeClaimLabelKey] != nc.Name || n.Labels[karpenter.NodeRegisteredLabelKey] != "true" {
+		t.Errorf("taints %v, labels %v", n.Spec.Taints, n.Labels)
+	}
+	if len(n.Finalizers) != 1 || n.Finalizers[0] != karpenter.TerminationFinalizer {
+		t.Errorf("finalizers %v, want [%s]", n.Finalizers, karpenter.TerminationFinalizer)
+	}
+	if len(n.OwnerReferences) != 1 {
+		t.Fatalf("owner references %+v, want one to the NodeClaim", n.OwnerReferences)
+	}
+	o := n.OwnerReferences[0]
+	if o.APIVersion != "karpenter.sh/v1" || o.Kind != "NodeClaim" || o.Name != nc.Name || o.UID != nc.UID || o.BlockOwnerDeletion == nil || !*o.BlockOwnerDeletion || o.Controller != nil {
+		t.Errorf("owner reference %+v", o)
+	}
+	// A NodeClaim not yet stored has no UID: no reference (the API server refuses one without).
+	nc.UID = ""
+	if n := Registered(nc, readyNode()); len(n.OwnerReferences) != 0 {
+		t.Errorf("owner reference without a UID: %+v", n.OwnerReferences)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/facts"
@@ -449,8 +450,9 @@ func gone(v *view, name string) (bool, string) {
 // not write: its termination finalizer, the karpenter.sh/nodepool label and an
 // EC2NodeClass reference, both drift-hash annotations with their versions (Karpenter
 // re-stamps a version not its own), the instance-type, zone and capacity-type labels,
-// providerID and node name; on the Node the nodepool and registered labels; on the
-// instance the tags it lists and garbage-collects by.
+// providerID and node name; on the Node the nodepool and registered labels, the
+// termination finalizer and, on a Node registered during the replay, the owner
+// reference to its NodeClaim; on the instance the tags it lists and garbage-collects by.
 func karpenterAdoptable(v *view) (bool, string) {
 	nodes := map[string]*corev1.Node{}
 	for i := range v.nodes {
@@ -519,6 +521,13 @@ func karpenterAdoptable(v *view) (bool, string) {
 			bad("node %s has providerID %s", n.Name, n.Spec.ProviderID)
 		case n.Labels[karpenter.NodePoolLabelKey] != pool || n.Labels[karpenter.NodeRegisteredLabelKey] != "true":
 			bad("node %s lacks labels %s=%s, %s=true", n.Name, karpenter.NodePoolLabelKey, pool, karpenter.NodeRegisteredLabelKey)
+		case !slices.Contains(n.Finalizers, karpenter.TerminationFinalizer):
+			bad("node %s has no %s finalizer", n.Name, karpenter.TerminationFinalizer)
+		case registeredSince(nc, v.start) && nc.UID != "" && !slices.ContainsFunc(n.OwnerReferences, func(o metav1.OwnerReference) bool {
+			return o.Kind == karpenter.NodeClaimKind && o.UID == nc.UID
+		}):
+			// Registered during the replay, so by Joiner, as Karpenter registers its own.
+			bad("node %s has no owner reference to its NodeClaim", n.Name)
 		}
 	}
 	if checked == 0 {
@@ -556,4 +565,15 @@ func neverJoined(v *view, want *NeverJoined) (bool, string) {
 		}
 	}
 	return true, fmt.Sprintf("%s, each named in the summary and a NodeBootFailed Event: %s", detail, want.Cause)
+}
+
+// registeredSince reports whether the NodeClaim's Registered condition turned true
+// at or after t.
+func registeredSince(nc *karpenter.NodeClaim, t time.Time) bool {
+	for _, c := range nc.Status.Conditions {
+		if c.Type == karpenter.ConditionRegistered && c.Status == metav1.ConditionTrue {
+			return !c.LastTransitionTime.Time.Before(t)
+		}
+	}
+	return false
 }
