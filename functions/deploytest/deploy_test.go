@@ -237,8 +237,10 @@ func (w *world) firstHour(t *testing.T, rs *replicas) []ec2types.Instance {
 	for c.InstanceId == nil {
 		d = w.nextDelivery(t, "provisioner", 90*time.Second)
 		s = w.invoke(t, "provisioner", d.Event)
-		if running := w.owned(t, "pending", "running"); len(running) == 2 {
-			c = running[1]
+		for _, in := range w.owned(t, "pending", "running") {
+			if aws.ToString(in.InstanceId) != aws.ToString(b.InstanceId) {
+				c = in // the batch's node (launch times are whole seconds: not an order)
+			}
 		}
 	}
 	cNode := w.joins(t, c, rs.ns, "batch", 2)
