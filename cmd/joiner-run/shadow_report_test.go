@@ -31,6 +31,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kube/kubetest"
 	"github.com/joiner-autoscaler/joiner/shared/kubesim"
+	"github.com/joiner-autoscaler/joiner/shared/replay"
 	"github.com/joiner-autoscaler/joiner/shared/shadow"
 )
 
@@ -484,5 +485,41 @@ func TestShadowReportAndSnapshotFlags(t *testing.T) {
 		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("joiner shadow %v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), tc.code, tc.want)
 		}
+	}
+}
+
+// joiner record --snapshot-every without a queue snapshots the cluster of a
+// kubeconfig (a real API server) for --duration, one JSON line each, into
+// DIR/snapshots.jsonl, which joiner shadow report reads back.
+func TestRecordSnapshotsOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real kube-apiserver")
+	}
+	env := kubetest.Shared(t)
+	out := filepath.Join(t.TempDir(), "day")
+	var stdout, stderr bytes.Buffer
+	code := runRecord(context.Background(), []string{"--out", out, "--kubeconfig", env.Kubeconfig, "--snapshot-every", "1s", "--duration", "2500ms"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("joiner record: exit %d\n%s", code, stderr.String())
+	}
+	f, err := os.Open(filepath.Join(out, snapshotsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	snaps, err := shadow.ReadSnapshots(f, snapshotsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) < 2 || !strings.Contains(stdout.String(), fmt.Sprintf("%d snapshot(s) of the cluster", len(snaps))) {
+		t.Errorf("%d snapshot(s); stdout %q", len(snaps), stdout.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, replay.ScenarioFile)); err == nil {
+		t.Error("a snapshots-only recording wrote a scenario")
+	}
+	// Recording into the same folder again is refused: the snapshots stay.
+	if code := runRecord(context.Background(), []string{"--out", out, "--kubeconfig", env.Kubeconfig, "--snapshot-every", "1s", "--duration", "1s"}, &stdout, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), "already holds a snapshots.jsonl") {
+		t.Errorf("second recording: exit %d, %s", code, stderr.String())
 	}
 }
