@@ -420,7 +420,7 @@ func printScaleTable(w io.Writer, provs, conss []scaleResult) {
 	for _, rs := range [][]scaleResult{provs, conss} {
 		for i, r := range rs {
 			fmt.Fprintf(w, "| %s | %d | %.2f | %.2f | %d | %d | %.1f | %s | %s |\n", r.Function, i+1, r.Wall.Seconds(), r.Invoke.Seconds(),
-				r.MaxRSS>>20, total(r.Requests), float64(r.BytesRead)/(1<<20), r.Load, truncate(r.Summary.Action, 160))
+				r.MaxRSS>>20, total(r.Requests), float64(r.BytesRead)/(1<<20), r.Load, decisionText(r.Summary))
 		}
 		m := medianRun(rs)
 		fmt.Fprintf(w, "| %s | median | %.2f | %.2f | %d | %d | %.1f | | |\n", m.Function, m.Wall.Seconds(), m.Invoke.Seconds(), m.MaxRSS>>20,
@@ -442,6 +442,29 @@ func printScaleTable(w io.Writer, provs, conss []scaleResult) {
 		}
 		fmt.Fprintf(w, "%s requests (median run): %s\n", m.Function, strings.Join(parts, ", "))
 	}
+}
+
+// decisionText is the decision in a table cell: the action, and for the
+// consolidator how many nodes it would remove for each reason and what stopped its
+// search, counted from the summary's action (one "(Reason" per command).
+func decisionText(s Summary) string {
+	if s.Function != Consolidator {
+		return truncate(s.Action, 160)
+	}
+	var parts []string
+	for _, r := range []string{"Empty", "Underutilized", "Drifted", "Expired"} {
+		if n := strings.Count(s.Action, "("+r); n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", r, n))
+		}
+	}
+	out := "commands by reason: " + strings.Join(parts, ", ")
+	if len(parts) == 0 {
+		out = truncate(s.Action, 160)
+	}
+	if s.SearchStopped != "" {
+		out += "; search stopped by the " + s.SearchStopped
+	}
+	return out + "; first: " + truncate(s.Action, 100)
 }
 
 func total(m map[string]int) int {
