@@ -43,7 +43,7 @@ func FromEnvFor(ctx context.Context, h Handler) (*Function, error) {
 type Env struct {
 	// Getenv reads a setting (os.Getenv when nil).
 	Getenv func(string) string
-	// Log receives the JSON logs and the EMF metrics line (os.Stdout when nil).
+	// Log receives the JSON logs and the metrics line (os.Stdout when nil).
 	Log io.Writer
 	// AWSConfig loads the AWS configuration for region. When nil, LambdaAWSConfig
 	// reads it from Getenv, as the Lambda runtime provides it. A command run by a

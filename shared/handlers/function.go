@@ -69,7 +69,7 @@ type Function struct {
 	run  runFunc
 	// NewDeps builds the dependencies of one invocation.
 	newDeps func(ctx context.Context) (*Deps, error)
-	// MetricsOut receives the EMF line (stdout in Lambda).
+	// MetricsOut receives the metrics line (stdout in Lambda).
 	MetricsOut io.Writer
 	seen       *dedupe
 	// prepared carries the packer's catalog-only work (labels, allocatable) from one

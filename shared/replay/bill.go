@@ -69,7 +69,7 @@ type Bill struct {
 	// emitted: none since their figures are plain log fields; counted so a return
 	// of EMF shows on the bill.
 	CustomMetrics int `json:"customMetrics"`
-	// LogGBPerMonth is what the functions log (their JSON lines and EMF lines).
+	// LogGBPerMonth is what the functions log (their JSON lines, the metrics line included).
 	LogGBPerMonth float64 `json:"logGBPerMonth"`
 	// NodesPerMonth is the nodes' cost at the replay's rate, for comparison.
 	NodesPerMonth float64 `json:"nodesPerMonth"`
@@ -123,7 +123,8 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// metricsWriter counts EMF lines as log bytes and the distinct metrics they define.
+// metricsWriter counts the metrics lines as log bytes, and the distinct custom
+// metrics any EMF line among them would define.
 type metricsWriter struct{ m *meter }
 
 func (w metricsWriter) Write(p []byte) (int, error) {
