@@ -11,7 +11,6 @@ import (
 	"github.com/joiner-autoscaler/joiner/events"
 	"github.com/joiner-autoscaler/joiner/shared/facts"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
-	"github.com/joiner-autoscaler/joiner/shared/lifecycle"
 	"github.com/joiner-autoscaler/joiner/shared/nominate"
 	"github.com/joiner-autoscaler/joiner/shared/packer"
 )
@@ -140,15 +139,7 @@ func (d *Deps) readReconciled(ctx context.Context) (*kube.ClusterState, error) {
 
 // advance decides the NodeClaim lifecycle transitions due on st and writes them.
 func (d *Deps) advance(ctx context.Context, st *kube.ClusterState) *kube.ReconcileReport {
-	trs := lifecycle.Decide(lifecycle.Input{Now: d.now(), NodeClaims: st.NodeClaims, Nodes: st.AllNodes})
-	// The pods planned for the nodes about to register are nominated first:
-	// registering lifts karpenter.sh/unregistered.
-	_, nerr := d.Cluster.WriteNominations(ctx, nominate.ForRegistration(st.NominationInput(), trs))
-	rep := d.Cluster.Advance(ctx, st, trs, terminator{d.Cloud})
-	if nerr != nil {
-		rep.Errors = append(rep.Errors, nerr)
-	}
-	return rep
+	return kube.Reconcile(ctx, d.Cluster, st, d.now(), terminator{d.Cloud})
 }
 
 func (d *Deps) reportUnschedulable(ctx context.Context, st *kube.ClusterState, plan *packer.Plan) {

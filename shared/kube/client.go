@@ -114,6 +114,9 @@ func New(clients *Clients, opts Options) *Client {
 
 func (c *Client) now() time.Time { return c.nowFn() }
 
+// Now is the client's clock (Options.Now, or time.Now).
+func (c *Client) Now() time.Time { return c.nowFn() }
+
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

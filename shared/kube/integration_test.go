@@ -192,8 +192,8 @@ func reconcile(t testing.TB, c *kube.Client, term kube.InstanceTerminator) (*kub
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := c.Reconcile(ctx, st, term)
-	if err != nil {
+	rep := kube.Reconcile(ctx, c, st, c.Now(), term)
+	if err := errors.Join(rep.Errors...); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
 	return st, rep

@@ -303,19 +303,21 @@ type ReconcileReport struct {
 	Errors []error
 }
 
-// Reconcile advances the lifecycle of every NodeClaim in st, as Karpenter's controllers
-// would: it decides the transitions due now (lifecycle.Decide) and the nominations
-// of the pods planned for the nodes it registers (nominate.ForRegistration), and
-// writes them (WriteNominations, then Advance).
-func (c *Client) Reconcile(ctx context.Context, st *ClusterState, term InstanceTerminator) (*ReconcileReport, error) {
-	trs := lifecycle.Decide(lifecycle.Input{Now: c.now(), NodeClaims: st.NodeClaims, Nodes: st.AllNodes})
+// Reconcile advances the lifecycle of every NodeClaim in st, as Karpenter's
+// controllers would: the decisions are pure, the transitions due at now
+// (lifecycle.Decide) and the nominations of the pods planned for the nodes they
+// register (nominate.ForRegistration); c only writes them (WriteNominations, then
+// Advance). c is any Cluster: the Client, or a recording executor. One failure does
+// not stop the rest; the report's Errors list them all.
+func Reconcile(ctx context.Context, c Cluster, st *ClusterState, now time.Time, term InstanceTerminator) *ReconcileReport {
+	trs := lifecycle.Decide(lifecycle.Input{Now: now, NodeClaims: st.NodeClaims, Nodes: st.AllNodes})
 	// Nominations first: registering lifts karpenter.sh/unregistered.
 	_, nerr := c.WriteNominations(ctx, nominate.ForRegistration(st.NominationInput(), trs))
 	rep := c.Advance(ctx, st, trs, term)
 	if nerr != nil {
 		rep.Errors = append(rep.Errors, nerr)
 	}
-	return rep, errors.Join(rep.Errors...)
+	return rep
 }
 
 // Advance writes lifecycle transitions decided on st, in order: registration,

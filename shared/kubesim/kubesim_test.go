@@ -102,8 +102,8 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kc.Reconcile(ctx, st, nil); err != nil {
-		t.Fatal(err)
+	if rep := kube.Reconcile(ctx, kc, st, kc.Now(), nil); len(rep.Errors) > 0 {
+		t.Fatal(rep.Errors)
 	}
 	if rep := step(t, c); rep.Bound != 2 {
 		t.Fatalf("want 2 pods bound, got %+v", rep)
