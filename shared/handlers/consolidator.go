@@ -353,7 +353,11 @@ func (d *Deps) executeCommand(ctx context.Context, st *kube.ClusterState, cat *c
 			}
 		}
 	}
-	return fmt.Sprintf("%s %s (%s, saving $%.4f/h%s)", verb, strings.Join(names, ", "), cmd[0].Reason, saved, note), nil
+	amount := fmt.Sprintf("$%.4f/h", saved)
+	if saved > 0 && saved < 0.00005 {
+		amount = fmt.Sprintf("$%.7f/h", saved) // a reservation's slot: four places would say nothing
+	}
+	return fmt.Sprintf("%s %s (%s, saving %s%s)", verb, strings.Join(names, ", "), cmd[0].Reason, amount, note), nil
 }
 
 // disruptNode taints, drains and deletes one node; any failure untaints it again.
