@@ -83,7 +83,7 @@ func shadowReport(snapshotsPath, decisionsPath, catalogPath string, window time.
 	if err != nil {
 		return nil, fmt.Errorf("--catalog %s: %w", catalogPath, err)
 	}
-	return shadow.Compare(snaps, decs, shadow.Options{MatchWindow: window, Price: catalogPrice(cat)}), nil
+	return shadow.Compare(snaps, decs, shadow.Options{MatchWindow: window, Price: cat.Price}), nil
 }
 
 func readWith(path string, read func(io.Reader) error) error {
@@ -93,20 +93,4 @@ func readWith(path string, read func(io.Reader) error) error {
 	}
 	defer f.Close()
 	return read(f)
-}
-
-// catalogPrice prices an offering from the catalog.
-func catalogPrice(cat *catalog.Catalog) shadow.PriceFunc {
-	return func(t, zone, ct string) (float64, bool) {
-		it, ok := cat.Lookup(t)
-		if !ok {
-			return 0, false
-		}
-		for _, o := range it.Offerings {
-			if o.Zone == zone && o.CapacityType == ct && o.PricePerHour > 0 {
-				return o.PricePerHour, true
-			}
-		}
-		return 0, false
-	}
 }

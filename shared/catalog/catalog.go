@@ -471,6 +471,21 @@ func (c *Catalog) Lookup(name string) (*InstanceType, bool) {
 	return nil, false
 }
 
+// Price is the hourly price of an offering: ok is false when the catalog has no
+// such type or offering, or no price for it.
+func (c *Catalog) Price(instanceType, zone, capacityType string) (price float64, ok bool) {
+	it, found := c.Lookup(instanceType)
+	if !found {
+		return 0, false
+	}
+	for _, o := range it.Offerings {
+		if o.Zone == zone && o.CapacityType == capacityType && o.PricePerHour > 0 {
+			return o.PricePerHour, true
+		}
+	}
+	return 0, false
+}
+
 // Zones returns every zone any offering names, sorted.
 func (c *Catalog) Zones() []string {
 	set := map[string]struct{}{}

@@ -467,3 +467,23 @@ func TestNewRefusesPricesThatAreNotFinite(t *testing.T) {
 		}
 	}
 }
+
+// Price answers an offering's price, and nothing for an unknown type, an offering
+// the type does not have, or a nil catalog.
+func TestPrice(t *testing.T) {
+	c := Embedded()
+	it := c.InstanceTypes[0]
+	o := it.Offerings[0]
+	if p, ok := c.Price(it.Name, o.Zone, o.CapacityType); !ok || p != o.PricePerHour {
+		t.Errorf("Price(%s, %s, %s) = %v, %v; want %v", it.Name, o.Zone, o.CapacityType, p, ok, o.PricePerHour)
+	}
+	for _, q := range [][3]string{{"no.such", o.Zone, o.CapacityType}, {it.Name, "mars-1a", o.CapacityType}, {it.Name, o.Zone, "barter"}} {
+		if p, ok := c.Price(q[0], q[1], q[2]); ok || p != 0 {
+			t.Errorf("Price(%v) = %v, %v", q, p, ok)
+		}
+	}
+	var none *Catalog
+	if _, ok := none.Price(it.Name, o.Zone, o.CapacityType); ok {
+		t.Error("a nil catalog priced an offering")
+	}
+}

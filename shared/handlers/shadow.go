@@ -117,20 +117,8 @@ func NewRecorder(read kube.Cluster, c Cloud, now func() time.Time) *Recorder {
 // Recorder is made).
 func (r *Recorder) pricedBy(cat func() *catalog.Catalog) {
 	r.price = func(t, zone, ct string) float64 {
-		c := cat()
-		if c == nil {
-			return 0
-		}
-		it, ok := c.Lookup(t)
-		if !ok {
-			return 0
-		}
-		for _, o := range it.Offerings {
-			if o.Zone == zone && o.CapacityType == ct {
-				return o.PricePerHour
-			}
-		}
-		return 0
+		p, _ := cat().Price(t, zone, ct)
+		return p
 	}
 }
 
