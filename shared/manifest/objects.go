@@ -482,11 +482,17 @@ func (d *docCtx) pdb(o *objCtx, obj map[string]any) {
 			o.errorf("spec.selector", "invalid selector: %v", err)
 		}
 	}
+	keepObject(d, o, "PodDisruptionBudget", pdb.Namespace, pdb.Name, pdb, &d.b.PDBs)
+}
+
+// keepObject records obj, of kind, once every document is read (see keep),
+// appending it to list.
+func keepObject[T any](d *docCtx, o *objCtx, kind, ns, name string, obj *T, list *[]*T) {
 	d.later(func() {
-		if o.keep("PodDisruptionBudget", pdb.Namespace, pdb.Name) {
-			d.b.PDBs = append(d.b.PDBs, pdb)
-			d.b.sources[pdb] = d.src
-			d.count("PodDisruptionBudget", 0)
+		if o.keep(kind, ns, name) {
+			*list = append(*list, obj)
+			d.b.sources[obj] = d.src
+			d.count(kind, 0)
 		}
 	})
 }
@@ -494,13 +500,7 @@ func (d *docCtx) pdb(o *objCtx, obj map[string]any) {
 func (d *docCtx) claim(o *objCtx, obj map[string]any) {
 	c := decodeTyped[corev1.PersistentVolumeClaim](o, obj, nil, true)
 	o.meta("PersistentVolumeClaim", &c.ObjectMeta, true)
-	d.later(func() {
-		if o.keep("PersistentVolumeClaim", c.Namespace, c.Name) {
-			d.b.Claims = append(d.b.Claims, c)
-			d.b.sources[c] = d.src
-			d.count("PersistentVolumeClaim", 0)
-		}
-	})
+	keepObject(d, o, "PersistentVolumeClaim", c.Namespace, c.Name, c, &d.b.Claims)
 }
 
 func (d *docCtx) volume(o *objCtx, obj map[string]any) {
@@ -511,13 +511,7 @@ func (d *docCtx) volume(o *objCtx, obj map[string]any) {
 			o.errorf("spec.nodeAffinity.required", "invalid node selector: %v", err)
 		}
 	}
-	d.later(func() {
-		if o.keep("PersistentVolume", "", pv.Name) {
-			d.b.PersistentVolumes = append(d.b.PersistentVolumes, pv)
-			d.b.sources[pv] = d.src
-			d.count("PersistentVolume", 0)
-		}
-	})
+	keepObject(d, o, "PersistentVolume", "", pv.Name, pv, &d.b.PersistentVolumes)
 }
 
 func (d *docCtx) storageClass(o *objCtx, obj map[string]any) {
@@ -526,13 +520,7 @@ func (d *docCtx) storageClass(o *objCtx, obj map[string]any) {
 	if m := sc.VolumeBindingMode; m != nil && *m != storagev1.VolumeBindingImmediate && *m != storagev1.VolumeBindingWaitForFirstConsumer {
 		o.errorf("volumeBindingMode", "unknown volumeBindingMode %q: write Immediate or WaitForFirstConsumer", *m)
 	}
-	d.later(func() {
-		if o.keep("StorageClass", "", sc.Name) {
-			d.b.StorageClasses = append(d.b.StorageClasses, sc)
-			d.b.sources[sc] = d.src
-			d.count("StorageClass", 0)
-		}
-	})
+	keepObject(d, o, "StorageClass", "", sc.Name, sc, &d.b.StorageClasses)
 }
 
 // checkSelector requires a selector that matches the pod template's labels, as apps/v1
