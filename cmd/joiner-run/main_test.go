@@ -30,3 +30,21 @@ func TestFlagsAfterArgumentsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaySchedulerFlags: --scheduler needs --kubeconfig (kube-scheduler runs
+// against a real API server), takes joiner or real, and --kwok needs real.
+func TestReplaySchedulerFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay", "001-heavy-app", "--dir", "../../testdata/scenarios", "--scheduler", "real"}, "--scheduler need --kubeconfig"},
+		{[]string{"replay", "001-heavy-app", "--dir", "../../testdata/scenarios", "--kubeconfig", "x", "--scheduler", "kube"}, `unknown --scheduler "kube"`},
+		{[]string{"replay", "001-heavy-app", "--dir", "../../testdata/scenarios", "--kubeconfig", "x", "--kwok"}, "--kwok needs --scheduler real"},
+	} {
+		var out, errb bytes.Buffer
+		if code := dispatch(context.Background(), tc.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 saying %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}
