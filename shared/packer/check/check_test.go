@@ -93,6 +93,16 @@ func TestBrokenPlansAreCaught(t *testing.T) {
 			f.plan.ExistingNodes = f.plan.ExistingNodes[:1]
 			f.plan.Unschedulable = []packer.Unschedulable{{Pod: "default/db-1"}}
 		}, "has no reason"},
+		{"volume in another zone", func(t *testing.T, f *fixture) {
+			// web-0 (on n-b, us-east-1b) mounts a claim whose volume lives in us-east-1a.
+			f.pod("web-0").Spec.Volumes = []corev1.Volume{{Name: "data",
+				VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+			f.snap.Volumes = &packer.Volumes{
+				Claims: []*corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "default"},
+					Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-a"}}},
+				PersistentVolumes: []*corev1.PersistentVolume{{ObjectMeta: metav1.ObjectMeta{Name: "pv-a",
+					Labels: map[string]string{corev1.LabelTopologyZone: "us-east-1a"}}}}}
+		}, "volume pv-a of claim data is in topology.kubernetes.io/zone us-east-1a"},
 		{"cpu overflow", func(t *testing.T, f *fixture) {
 			f.pod("web-0").Spec.Containers[0].Resources.Requests = quantities("cpu", "1500m", "memory", "512Mi")
 		}, "new node n-b: pods do not fit: cpu"},
