@@ -3,7 +3,6 @@ package packer
 import (
 	"sort"
 
-	"github.com/google/btree"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
@@ -227,7 +226,7 @@ func (s *solver) seedCounts() {
 func (s *solver) index(n *node, key [2]int) {
 	t := s.trees[key]
 	if t == nil {
-		t = btree.NewG(16, slackLess)
+		t = &slackIndex{}
 		s.trees[key] = t
 		// Walk trees in a fixed order: the search budget is shared between them, so
 		// map order would make plans differ from run to run.
@@ -243,15 +242,15 @@ func (s *solver) index(n *node, key [2]int) {
 	n.tree = t
 	sl := n.slack()
 	n.ref = slackRef{mem: sl[dimMemory], cpu: sl[dimCPU], id: n.id, n: n}
-	t.ReplaceOrInsert(n.ref)
+	t.insert(n.ref)
 }
 
 func (s *solver) reindex(n *node) {
 	if n.tree == nil {
 		return
 	}
-	n.tree.Delete(n.ref)
+	n.tree.remove(n.ref)
 	sl := n.slack()
 	n.ref = slackRef{mem: sl[dimMemory], cpu: sl[dimCPU], id: n.id, n: n}
-	n.tree.ReplaceOrInsert(n.ref)
+	n.tree.insert(n.ref)
 }

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-
-	"github.com/google/btree"
 )
 
 // tryPlace places p on one rung of the ladder: on room that exists or is already
@@ -265,52 +263,86 @@ func (s *solver) treeAdmits(key [2]int, cls *podClass, zok uint64, zoneBound boo
 
 // walkFit returns the node with the least free memory that takes p, looking at
 // no more nodes than the shared budget allows; done reports that it looked at
-// every node with enough free memory.
-func (s *solver) walkFit(t *btree.BTreeG[slackRef], p *podInfo, cls *podClass, a *attempt, budget *int) (found *node, done bool) {
+// every node with enough free memory and CPU that could beat the one found.
+// Only the bands with p's CPU free are walked: those above p's own band first
+// (every node there has the CPU, so the first past p's memory usually takes
+// it), then p's band, whose nodes may not; a band's walk stops at a node with
+// more free memory than the best found.
+func (s *solver) walkFit(x *slackIndex, p *podInfo, cls *podClass, a *attempt, budget *int) (found *node, done bool) {
 	if *budget < fitWindow/4 {
 		*budget = fitWindow / 4 // every tree gets a look
 	}
 	done = true
-	t.AscendGreaterOrEqual(slackRef{mem: p.req[dimMemory], cpu: math.MinInt64}, func(r slackRef) bool {
-		*budget--
-		n := r.n
-		if p.req.fits(n.slack()) && s.currentCompatible(n, cls) && s.nodeAccepts(n, p, a) && s.labelsOK(n, n.minIdx, cls, a) && s.keepsMinValues(n, p, cls) {
-			found = n
+	own := band(p.req[dimCPU])
+	walk := func(b int) {
+		if b >= len(x.bands) || x.bands[b] == nil {
+			return
+		}
+		floor := fitWindow / 16 // every band gets a look
+		x.bands[b].AscendGreaterOrEqual(slackRef{mem: p.req[dimMemory], cpu: math.MinInt64}, func(r slackRef) bool {
+			if found != nil && slackLess(found.ref, r) {
+				return false // nothing further along beats found
+			}
+			*budget--
+			floor--
+			n := r.n
+			if p.req.fits(n.slack()) && s.currentCompatible(n, cls) && s.nodeAccepts(n, p, a) && s.labelsOK(n, n.minIdx, cls, a) && s.keepsMinValues(n, p, cls) {
+				found = n
+				return false
+			}
+			if *budget > 0 || floor > 0 {
+				return true
+			}
+			done = false
 			return false
-		}
-		if *budget > 0 {
-			return true
-		}
-		done = false
-		return false
-	})
+		})
+	}
+	for b := own + 1; b < len(x.bands); b++ {
+		walk(b)
+	}
+	walk(own)
 	return found, done
 }
 
 // bestGrowth finds the planned node that takes p for the smallest price
-// increase, among increases of at most limit.
+// increase, among increases of at most limit. It looks, in each pool and zone,
+// at the growWindow nodes with the most free memory and, in each CPU band, at
+// the nodes next to p's memory on either side: the ones short of only a little
+// CPU or memory, which grow by the least (the nodes with the most free memory
+// are the same few for every pod, and at scale they had all grown dear).
 func (s *solver) bestGrowth(p *podInfo, cls *podClass, a *attempt, zok uint64, limit float64) (*node, int, float64) {
 	var best *node
 	bestIdx, bestCost := -1, math.Inf(1)
+	try := func(r slackRef) {
+		n := r.n
+		if s.nodeAccepts(n, p, a) {
+			if i := s.growIdx(n, p, cls, a, math.Min(limit, bestCost)); i >= 0 {
+				c := n.pool.cands[n.z][i].price - n.pool.cands[n.z][n.minIdx].price
+				if c < bestCost || (c == bestCost && best != nil && n.id < best.id) {
+					best, bestIdx, bestCost = n, i, c
+				}
+			}
+		}
+	}
+	pivot := slackRef{mem: p.req[dimMemory], cpu: math.MinInt64}
 	for _, key := range s.treeKeys {
-		t := s.trees[key]
+		x := s.trees[key]
 		if key[0] < 0 || !cls.perPool[key[0]].ok || zok&(1<<uint(key[1])) == 0 {
 			continue
 		}
 		seen := 0
-		t.Descend(func(r slackRef) bool {
+		x.descend(func(r slackRef) bool {
 			seen++
-			n := r.n
-			if s.nodeAccepts(n, p, a) {
-				if i := s.growIdx(n, p, cls, a, math.Min(limit, bestCost)); i >= 0 {
-					c := n.pool.cands[n.z][i].price - n.pool.cands[n.z][n.minIdx].price
-					if c < bestCost || (c == bestCost && best != nil && n.id < best.id) {
-						best, bestIdx, bestCost = n, i, c
-					}
-				}
-			}
+			try(r)
 			return seen < growWindow
 		})
+		for _, t := range x.bands {
+			if t == nil {
+				continue
+			}
+			t.AscendGreaterOrEqual(pivot, func(r slackRef) bool { try(r); return false })
+			t.DescendLessOrEqual(pivot, func(r slackRef) bool { try(r); return false })
+		}
 	}
 	return best, bestIdx, bestCost
 }
@@ -423,7 +455,7 @@ func (s *solver) capWindow(pool *poolInfo, z int, need, base vec) (lo, hi int, i
 // assign puts p on n, moving a planned node to candidate idx.
 func (s *solver) assign(p *podInfo, n *node, idx int, cls *podClass, a *attempt) {
 	if n.tree != nil {
-		n.tree.Delete(n.ref)
+		n.tree.remove(n.ref)
 	}
 	if p.realReq != nil {
 		// The node was chosen for p's whole group (see tryPlace): p takes its own share.
@@ -457,7 +489,7 @@ func (s *solver) assign(p *podInfo, n *node, idx int, cls *podClass, a *attempt)
 	if n.tree != nil {
 		sl := n.slack()
 		n.ref = slackRef{mem: sl[dimMemory], cpu: sl[dimCPU], id: n.id, n: n}
-		n.tree.ReplaceOrInsert(n.ref)
+		n.tree.insert(n.ref)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/google/btree"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -108,7 +107,7 @@ type node struct {
 	ldom  []int32
 	ports map[portKey]bool
 	ref   slackRef
-	tree  *btree.BTreeG[slackRef]
+	tree  *slackIndex
 	// improvedFrom says what the improvement phase replaced ("" when it did not
 	// touch the node); see improve.go.
 	improvedFrom string
@@ -158,7 +157,7 @@ type solver struct {
 	classList  []*podClass
 	pods       []*podInfo
 	nodes      []*node
-	trees      map[[2]int]*btree.BTreeG[slackRef]
+	trees      map[[2]int]*slackIndex
 	prep       *Prepared
 	treeKeys   [][2]int // sorted: existing nodes (-1) first, then pools by index; zones in order
 	probe      *corev1.Node
@@ -203,7 +202,7 @@ func Solve(snap *Snapshot, opts Options) *Plan {
 		opts.MaxOptions = 60
 	}
 	s := &solver{snap: snap, opts: opts, dims: newDimensions(), zoneIdx: map[string]int{},
-		classes: map[string]*podClass{}, trees: map[[2]int]*btree.BTreeG[slackRef]{},
+		classes: map[string]*podClass{}, trees: map[[2]int]*slackIndex{},
 		probe: &corev1.Node{}, newCount: map[string]int{}}
 	plan := &Plan{NewNodes: []NewNode{}, ExistingNodes: []ExistingNode{}, Unschedulable: []Unschedulable{}}
 	if snap.Catalog == nil {
