@@ -330,12 +330,7 @@ func (s *solver) bestGrowth(p *podInfo, cls *podClass, a *attempt, zok uint64, l
 		if key[0] < 0 || !cls.perPool[key[0]].ok || zok&(1<<uint(key[1])) == 0 {
 			continue
 		}
-		seen := 0
-		x.descend(func(r slackRef) bool {
-			seen++
-			try(r)
-			return seen < growWindow
-		})
+		x.top(growWindow, try)
 		for _, t := range x.bands {
 			if t == nil {
 				continue

@@ -23,6 +23,10 @@ import (
 // topology or labels refuse it, however many nodes there are.
 type slackIndex struct {
 	bands []*btree.BTreeG[slackRef]
+	// buf and heads are top's scratch space: each band's first nodes, and
+	// where in buf each band's next one and its end are.
+	buf   []slackRef
+	heads [][2]int
 }
 
 // band is the band of a node with cpu millicores free: 0 below 128m, then one
@@ -59,49 +63,33 @@ func (x *slackIndex) remove(r slackRef) {
 	}
 }
 
-// descend calls fn on the nodes with the most free memory first (slackLess
-// reversed, across bands) until fn returns false.
-func (x *slackIndex) descend(fn func(slackRef) bool) {
-	// Merge the bands' descending walks: each band's next node is fetched
-	// one at a time, so stopping early costs no more than it looked at.
-	type head struct {
-		r  slackRef
-		ok bool
-	}
-	heads := make([]head, len(x.bands))
-	next := func(b int, below *slackRef) {
-		heads[b].ok = false
-		t := x.bands[b]
-		if t == nil {
-			return
+// top calls fn on the k nodes with the most free memory, most first
+// (slackLess reversed, across bands): the first k of each band, merged.
+func (x *slackIndex) top(k int, fn func(slackRef)) {
+	x.buf = x.buf[:0]
+	x.heads = x.heads[:0]
+	for _, t := range x.bands {
+		start := len(x.buf)
+		if t != nil {
+			t.Descend(func(r slackRef) bool {
+				x.buf = append(x.buf, r)
+				return len(x.buf)-start < k
+			})
 		}
-		f := func(r slackRef) bool {
-			if below != nil && !slackLess(r, *below) {
-				return true // the bound itself
-			}
-			heads[b] = head{r, true}
-			return false
-		}
-		if below == nil {
-			t.Descend(f)
-		} else {
-			t.DescendLessOrEqual(*below, f)
-		}
+		x.heads = append(x.heads, [2]int{start, len(x.buf)})
 	}
-	for b := range x.bands {
-		next(b, nil)
-	}
-	for {
+	for ; k > 0; k-- {
 		best := -1
-		for b := range heads {
-			if heads[b].ok && (best < 0 || slackLess(heads[best].r, heads[b].r)) {
+		for b, h := range x.heads {
+			if h[0] < h[1] && (best < 0 || slackLess(x.buf[x.heads[best][0]], x.buf[h[0]])) {
 				best = b
 			}
 		}
-		if best < 0 || !fn(heads[best].r) {
+		if best < 0 {
 			return
 		}
-		r := heads[best].r
-		next(best, &r)
+		r := x.buf[x.heads[best][0]]
+		x.heads[best][0]++
+		fn(r)
 	}
 }
