@@ -307,9 +307,11 @@ func (s *solver) walkFit(x *slackIndex, p *podInfo, cls *podClass, a *attempt, b
 // bestGrowth finds the planned node that takes p for the smallest price
 // increase, among increases of at most limit. It looks, in each pool and zone,
 // at the growWindow nodes with the most free memory and, in each CPU band, at
-// the nodes next to p's memory on either side: the ones short of only a little
-// CPU or memory, which grow by the least (the nodes with the most free memory
-// are the same few for every pod, and at scale they had all grown dear).
+// the nodes next to p's memory: the one with a little less memory free than p
+// needs, and in the bands short of p's CPU the one with just enough memory
+// (in the other bands that node was bestFit's first look). Those grow by the
+// least; the nodes with the most free memory are the same few for every pod,
+// and at scale they had all grown dear.
 func (s *solver) bestGrowth(p *podInfo, cls *podClass, a *attempt, zok uint64, limit float64) (*node, int, float64) {
 	var best *node
 	bestIdx, bestCost := -1, math.Inf(1)
@@ -331,11 +333,14 @@ func (s *solver) bestGrowth(p *podInfo, cls *podClass, a *attempt, zok uint64, l
 			continue
 		}
 		x.top(growWindow, try)
-		for _, t := range x.bands {
+		own := band(p.req[dimCPU])
+		for b, t := range x.bands {
 			if t == nil {
 				continue
 			}
-			t.AscendGreaterOrEqual(pivot, func(r slackRef) bool { try(r); return false })
+			if b < own {
+				t.AscendGreaterOrEqual(pivot, func(r slackRef) bool { try(r); return false })
+			}
 			t.DescendLessOrEqual(pivot, func(r slackRef) bool { try(r); return false })
 		}
 	}
