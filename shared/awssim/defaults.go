@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joiner-autoscaler/joiner/shared/amifamily"
 	"github.com/joiner-autoscaler/joiner/shared/jsonerr"
 )
 
@@ -170,39 +171,57 @@ func publicAMIs(versions []string) []publicAMI {
 		fillImageDevices(&img, 0)
 		out = append(out, publicAMI{image: img, params: params})
 	}
+	al2023, al2, bottlerocket := amifamily.AL2023{}, amifamily.AL2{}, amifamily.Bottlerocket{}
 	for _, k := range versions {
-		eks := "/aws/service/eks/optimized-ami/" + k
 		for _, arch := range []string{"x86_64", "arm64"} {
-			for _, variant := range []string{"standard", "nvidia", "neuron"} {
-				if variant == "neuron" && arch == "arm64" {
+			for _, variant := range []string{amifamily.VariantStandard, amifamily.VariantNVIDIA, amifamily.VariantNeuron} {
+				if variant == amifamily.VariantNeuron && arch == "arm64" {
 					continue
 				}
 				name := fmt.Sprintf("amazon-eks-node-al2023-%s-%s-%s-%s", arch, variant, k, EKSAMIRelease)
 				add(name, arch, fmt.Sprintf("EKS-optimized Kubernetes node based on Amazon Linux 2023, (k8s: %s, variant: %s)", k, variant),
-					fmt.Sprintf("%s/amazon-linux-2023/%s/%s/recommended/image_id", eks, arch, variant),
-					fmt.Sprintf("%s/amazon-linux-2023/%s/%s/%s/image_id", eks, arch, variant, name))
+					familyParameters(al2023, k, EKSAMIRelease, arch, variant)...)
 			}
 		}
-		for _, v := range []struct{ path, prefix, arch string }{
-			{"amazon-linux-2", "amazon-eks-node", "x86_64"},
-			{"amazon-linux-2-gpu", "amazon-eks-gpu-node", "x86_64"},
-			{"amazon-linux-2-arm64", "amazon-eks-arm64-node", "arm64"},
+		for _, v := range []struct{ arch, variant, prefix string }{
+			{"x86_64", amifamily.VariantStandard, "amazon-eks-node"},
+			{"x86_64", amifamily.VariantNVIDIA, "amazon-eks-gpu-node"},
+			{"arm64", amifamily.VariantStandard, "amazon-eks-arm64-node"},
 		} {
 			name := fmt.Sprintf("%s-%s-%s", v.prefix, k, EKSAMIRelease)
 			add(name, v.arch, fmt.Sprintf("EKS Kubernetes Worker AMI with AmazonLinux2 image, (k8s: %s)", k),
-				fmt.Sprintf("%s/%s/recommended/image_id", eks, v.path),
-				fmt.Sprintf("%s/%s/%s/image_id", eks, v.path, name))
+				familyParameters(al2, k, EKSAMIRelease, v.arch, v.variant)...)
 		}
 		devices = brDevices
-		for _, flavor := range []string{"", "-nvidia"} {
+		for _, v := range []struct{ variant, flavor string }{{amifamily.VariantStandard, ""}, {amifamily.VariantNVIDIA, "-nvidia"}} {
 			for _, arch := range []string{"x86_64", "arm64"} {
-				base := fmt.Sprintf("/aws/service/bottlerocket/aws-k8s-%s%s/%s", k, flavor, arch)
-				name := fmt.Sprintf("bottlerocket-aws-k8s-%s%s-%s-v%s", k, flavor, arch, BottlerocketAMIRelease)
-				add(name, arch, "Bottlerocket OS for Kubernetes "+k+flavor,
-					base+"/latest/image_id", base+"/"+BottlerocketAMIRelease+"/image_id")
+				name := fmt.Sprintf("bottlerocket-aws-k8s-%s%s-%s-v%s", k, v.flavor, arch, BottlerocketAMIRelease)
+				add(name, arch, "Bottlerocket OS for Kubernetes "+k+v.flavor,
+					familyParameters(bottlerocket, k, BottlerocketAMIRelease, arch, v.variant)...)
 			}
 		}
 		devices = eksDevices
+	}
+	return out
+}
+
+// publicParameterRoot is where AWS publishes its public SSM parameters.
+const publicParameterRoot = "/aws/service"
+
+// familyParameters returns the "latest" parameter and the one pinned to release
+// that the family's alias reads for the image of an EC2 architecture and a
+// variant. The paths come from amifamily, so the simulator publishes each image
+// exactly where the product's alias resolution looks for it.
+func familyParameters(f amifamily.Family, k8sVersion, release, arch, variant string) []string {
+	kubeArch := map[string]string{"x86_64": "amd64", "arm64": "arm64"}[arch]
+	var out []string
+	for _, version := range []string{"latest", release} {
+		params := f.ImageParameters(publicParameterRoot, k8sVersion, version)
+		i := slices.IndexFunc(params, func(p amifamily.ImageParameter) bool { return p.Arch == kubeArch && p.Variant == variant })
+		if i < 0 {
+			panic(fmt.Sprintf("awssim: amiFamily %s has no %s %s image", f.Name(), arch, variant))
+		}
+		out = append(out, params[i].Path)
 	}
 	return out
 }

@@ -5,10 +5,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/joiner-autoscaler/joiner/shared/amifamily"
 )
 
 // ---- Capacity reservations (on-demand capacity reservations, ODCRs) ----
@@ -280,35 +283,27 @@ func (s *Sim) ReleaseAMI(img Image, parameters ...string) error {
 
 // ReleaseFamily releases a new build of an AMI family's public images for one
 // Kubernetes version: every "recommended" (EKS-optimized AL2023 or AL2) or
-// "latest" (Bottlerocket) parameter under the family's path then names a new
-// image called after release, as when AWS ships a new AMI behind an alias.
+// "latest" (Bottlerocket) parameter the family's @latest alias reads then names
+// a new image called after release, as when AWS ships a new AMI behind an alias.
 // family is al2023, al2 or bottlerocket. It returns the parameters republished.
 func (s *Sim) ReleaseFamily(family, kubernetesVersion, release string) ([]string, error) {
-	var prefix, leaf string
-	switch strings.ToLower(family) {
-	case "al2023":
-		prefix, leaf = "/aws/service/eks/optimized-ami/"+kubernetesVersion+"/amazon-linux-2023/", "/recommended/image_id"
-	case "al2":
-		prefix, leaf = "/aws/service/eks/optimized-ami/"+kubernetesVersion+"/amazon-linux-2", "/recommended/image_id"
-	case "bottlerocket":
-		prefix, leaf = "/aws/service/bottlerocket/aws-k8s-"+kubernetesVersion, "/latest/image_id"
-	default:
+	alias, err := amifamily.ParseAlias(family + "@latest")
+	if err != nil {
 		return nil, fmt.Errorf("awssim: release: family %q is not al2023, al2 or bottlerocket", family)
 	}
 	if release == "" {
 		return nil, fmt.Errorf("awssim: release of %s: a release name is required", family)
 	}
+	latest := map[string]bool{}
+	for _, p := range alias.Parameters(publicParameterRoot, kubernetesVersion) {
+		latest[p.Path] = true
+	}
 	s.mu.Lock()
 	var names []string
 	for _, prm := range s.w.params.list() {
-		if !strings.HasPrefix(prm.Name, prefix) || !strings.HasSuffix(prm.Name, leaf) {
-			continue
+		if latest[prm.Name] {
+			names = append(names, prm.Name)
 		}
-		// al2's prefix also matches amazon-linux-2023: keep to the family asked for.
-		if strings.ToLower(family) == "al2" && strings.Contains(prm.Name, "amazon-linux-2023") {
-			continue
-		}
-		names = append(names, prm.Name)
 	}
 	s.mu.Unlock()
 	if len(names) == 0 {
@@ -317,7 +312,8 @@ func (s *Sim) ReleaseFamily(family, kubernetesVersion, release string) ([]string
 	for _, name := range names {
 		h := sha256.Sum256([]byte(name + "@" + release))
 		img := Image{ID: "ami-0" + hex.EncodeToString(h[:8]),
-			Name: strings.Trim(strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(name, "/aws/service/"), leaf), "/", "-"), "-") + "-" + release}
+			// Named after where it is published, less the alias's .../latest/image_id tail.
+			Name: strings.Trim(strings.ReplaceAll(strings.TrimPrefix(path.Dir(path.Dir(name)), publicParameterRoot+"/"), "/", "-"), "-") + "-" + release}
 		if err := s.ReleaseAMI(img, name); err != nil {
 			return nil, err
 		}
