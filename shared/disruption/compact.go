@@ -34,19 +34,7 @@ func interPod(p *corev1.Pod) bool {
 // DaemonSet pods fold too: the folded pod carries their owner references, which is
 // how the engine, like Kubernetes, knows their DaemonSets already run there.
 func keepAsIs(p *corev1.Pod) bool {
-	if interPod(p) {
-		return true
-	}
-	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for i := range cs {
-			for _, port := range cs[i].Ports {
-				if port.HostPort > 0 {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	return interPod(p) || len(facts.HostPorts(&p.Spec)) > 0
 }
 
 // compactable reports whether a simulation placing pods may use the compact view.

@@ -184,3 +184,39 @@ func DoNotDisrupt(annotations map[string]string) bool {
 func PodBlocksDisruption(p *corev1.Pod) bool {
 	return !IsTerminal(p) && DoNotDisrupt(p.Annotations)
 }
+
+// HostPort is a host port a pod binds on its node.
+type HostPort struct {
+	Protocol corev1.Protocol
+	Port     int32
+}
+
+// ContainerHostPort is the host port a container port binds, false when it binds
+// none. A port without a protocol is TCP, as the API server defaults it: manifests
+// read from files have not been through that defaulting.
+func ContainerHostPort(port corev1.ContainerPort) (HostPort, bool) {
+	if port.HostPort <= 0 {
+		return HostPort{}, false
+	}
+	proto := port.Protocol
+	if proto == "" {
+		proto = corev1.ProtocolTCP
+	}
+	return HostPort{proto, port.HostPort}, true
+}
+
+// HostPorts lists the host ports a pod spec binds, in spec order, init
+// containers' too: a placement errs on the side of a clash.
+func HostPorts(spec *corev1.PodSpec) []HostPort {
+	var out []HostPort
+	for _, cs := range [2][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			for _, port := range cs[i].Ports {
+				if hp, ok := ContainerHostPort(port); ok {
+					out = append(out, hp)
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,6 +1,7 @@
 package facts_test
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -225,6 +226,23 @@ func TestPodKey(t *testing.T) {
 		if got := facts.PodNamespace(p); got != tc.namespace {
 			t.Errorf("PodNamespace(%q) = %q, want %q", tc.ns, got, tc.namespace)
 		}
+	}
+}
+
+func TestHostPorts(t *testing.T) {
+	spec := &corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init", Ports: []corev1.ContainerPort{{ContainerPort: 9000, HostPort: 9000, Protocol: corev1.ProtocolUDP}}}},
+		Containers: []corev1.Container{
+			{Name: "app", Ports: []corev1.ContainerPort{{ContainerPort: 8080}, {ContainerPort: 80, HostPort: 80}}},
+			{Name: "sctp", Ports: []corev1.ContainerPort{{ContainerPort: 7, HostPort: 7, Protocol: corev1.ProtocolSCTP}}},
+		},
+	}
+	want := []facts.HostPort{{Protocol: corev1.ProtocolUDP, Port: 9000}, {Protocol: corev1.ProtocolTCP, Port: 80}, {Protocol: corev1.ProtocolSCTP, Port: 7}}
+	if got := facts.HostPorts(spec); !slices.Equal(got, want) {
+		t.Errorf("HostPorts = %v, want %v", got, want)
+	}
+	if got := facts.HostPorts(&corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}); got != nil {
+		t.Errorf("HostPorts of a pod without host ports = %v, want nil", got)
 	}
 }
 

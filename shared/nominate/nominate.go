@@ -23,7 +23,6 @@ package nominate
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -189,13 +188,13 @@ type fitter struct {
 	in      Input
 	// room is each node's free allocatable, ports the host ports in use, once looked at.
 	room  map[string]corev1.ResourceList
-	ports map[string]map[string]bool
+	ports map[string]map[facts.HostPort]bool
 	out   []Nomination
 }
 
 func newFitter(in Input) *fitter {
 	f := &fitter{in: in, pending: make(map[string]*corev1.Pod, len(in.Pending)),
-		room: map[string]corev1.ResourceList{}, ports: map[string]map[string]bool{}}
+		room: map[string]corev1.ResourceList{}, ports: map[string]map[facts.HostPort]bool{}}
 	for _, p := range in.Pending {
 		f.pending[facts.PodKey(p)] = p
 	}
@@ -230,12 +229,12 @@ func (f *fitter) place(node *corev1.Node, nc *karpenter.NodeClaim, keys []string
 				}
 			}
 		}
-		ports := map[string]bool{}
+		ports := map[facts.HostPort]bool{}
 		for _, on := range [][]*corev1.Pod{f.in.Bound[node.Name], f.in.Nominated[node.Name]} {
 			for _, p := range on {
 				facts.SubtractPod(room, facts.PodRequests(p))
 				takeSlot(room)
-				for _, hp := range hostPorts(p) {
+				for _, hp := range facts.HostPorts(&p.Spec) {
 					ports[hp] = true
 				}
 			}
@@ -254,8 +253,8 @@ func (f *fitter) place(node *corev1.Node, nc *karpenter.NodeClaim, keys []string
 		if _, bad := corev1helpers.FindMatchingUntoleratedTaint(quiet, view.Spec.Taints, p.Spec.Tolerations, schedulingTaint, true); bad {
 			continue
 		}
-		hps := hostPorts(p)
-		if slices.ContainsFunc(hps, func(hp string) bool { return ports[hp] }) {
+		hps := facts.HostPorts(&p.Spec)
+		if slices.ContainsFunc(hps, func(hp facts.HostPort) bool { return ports[hp] }) {
 			continue
 		}
 		req := facts.PodRequests(p)
@@ -305,23 +304,4 @@ func fits(room, req corev1.ResourceList) bool {
 		return false
 	}
 	return true
-}
-
-// hostPorts names the host ports a pod takes (protocol/port).
-func hostPorts(p *corev1.Pod) []string {
-	var out []string
-	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for _, c := range cs {
-			for _, port := range c.Ports {
-				if port.HostPort > 0 {
-					proto := port.Protocol
-					if proto == "" {
-						proto = corev1.ProtocolTCP
-					}
-					out = append(out, string(proto)+"/"+strconv.Itoa(int(port.HostPort)))
-				}
-			}
-		}
-	}
-	return out
 }

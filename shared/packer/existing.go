@@ -58,8 +58,8 @@ func (s *solver) addExisting() {
 			}
 			for _, c := range pod.Spec.Containers {
 				for _, port := range c.Ports {
-					if port.HostPort > 0 {
-						s.addPort(n, port)
+					if hp, ok := facts.ContainerHostPort(port); ok {
+						s.reservePorts(n, hp)
 					}
 				}
 			}
@@ -67,7 +67,7 @@ func (s *solver) addExisting() {
 		for _, d := range s.daemonsets {
 			if !listed[d.owner] && s.dsLands(d, n.labels, n.taints) {
 				n.used = n.used.add(d.req)
-				s.reservePorts(n, d.ports)
+				s.reservePorts(n, d.ports...)
 			}
 		}
 		if p := s.poolByName(node.Labels[karpenter.NodePoolLabelKey]); p != nil {
@@ -108,24 +108,13 @@ func (s *solver) claimCapacity(c *karpenter.NodeClaim) vec {
 }
 
 // reservePorts marks host ports as taken on n.
-func (s *solver) reservePorts(n *node, ports []portKey) {
+func (s *solver) reservePorts(n *node, ports ...facts.HostPort) {
 	for _, pk := range ports {
 		if n.ports == nil {
-			n.ports = map[portKey]bool{}
+			n.ports = map[facts.HostPort]bool{}
 		}
 		n.ports[pk] = true
 	}
-}
-
-func (s *solver) addPort(n *node, port corev1.ContainerPort) {
-	if n.ports == nil {
-		n.ports = map[portKey]bool{}
-	}
-	proto := string(port.Protocol)
-	if proto == "" {
-		proto = hostPortProt
-	}
-	n.ports[portKey{proto, port.HostPort}] = true
 }
 
 // addInFlight adds a launched (or about to launch) NodeClaim whose node is not
@@ -189,7 +178,7 @@ func (s *solver) addInFlight(c *karpenter.NodeClaim) {
 	for _, d := range s.daemonsets {
 		if s.dsLands(d, n.labels, n.taints) {
 			n.used = n.used.add(d.req)
-			s.reservePorts(n, d.ports)
+			s.reservePorts(n, d.ports...)
 		}
 	}
 	if pool != nil {

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"math"
 	"slices"
+
+	"github.com/joiner-autoscaler/joiner/shared/facts"
 )
 
 // tryPlace places p on one rung of the ladder: on room that exists or is already
@@ -476,7 +478,7 @@ func (s *solver) assign(p *podInfo, n *node, idx int, cls *podClass, a *attempt)
 	n.used = n.used.add(p.req)
 	n.pods = append(n.pods, p)
 	p.placedOn, p.cls = n, cls
-	s.reservePorts(n, p.ports)
+	s.reservePorts(n, p.ports...)
 	if len(p.ports) > 0 && !n.existing {
 		n.narrowPorts(p.ports)
 	}
@@ -519,7 +521,7 @@ func (s *solver) keepsMinValues(n *node, p *podInfo, cls *podClass) bool {
 
 // narrowPorts keeps a planned node off the types where a DaemonSet binding one
 // of ports would land.
-func (n *node) narrowPorts(ports []portKey) {
+func (n *node) narrowPorts(ports []facts.HostPort) {
 	for i, c := range n.pool.cands[n.z] {
 		if portsClash(ports, c.dsPorts) {
 			n.compat[i/64] &^= 1 << uint(i%64)

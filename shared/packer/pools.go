@@ -35,7 +35,7 @@ type cand struct {
 	allocText map[string]string
 	// dsPorts are the host ports of the DaemonSets that land on it: a pod binding
 	// one of them cannot run there.
-	dsPorts []portKey
+	dsPorts []facts.HostPort
 	// resv is the capacity reservation it launches into (ct reserved; labels
 	// set at creation, oi -1), nil for every other offering: see reserved.go.
 	resv *reservation
@@ -183,14 +183,14 @@ type dsInfo struct {
 	tol   []corev1.Toleration
 	req   vec
 	owner string
-	ports []portKey // the host ports its pod binds
+	ports []facts.HostPort // the host ports its pod binds
 }
 
 func (s *solver) buildDaemonSets() {
 	for _, ds := range s.snap.DaemonSets {
 		pod := &corev1.Pod{Spec: *normalizedNodeSelection(&ds.Spec.Template.Spec)}
 		d := &dsInfo{ds: ds, aff: nodeaffinity.GetRequiredNodeAffinity(pod), tol: ds.Spec.Template.Spec.Tolerations,
-			req: s.dims.vec(facts.PodRequests(pod)), owner: ds.Namespace + "/" + ds.Name, ports: hostPorts(&ds.Spec.Template.Spec)}
+			req: s.dims.vec(facts.PodRequests(pod)), owner: ds.Namespace + "/" + ds.Name, ports: facts.HostPorts(&ds.Spec.Template.Spec)}
 		d.req[dimPods]++
 		s.daemonsets = append(s.daemonsets, d)
 	}

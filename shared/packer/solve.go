@@ -39,13 +39,7 @@ const (
 	// costs DaemonSets and reserved memory the prices do not show.
 	growTolerance = 0.005
 	growWindow    = 8
-	hostPortProt  = "TCP"
 )
-
-type portKey struct {
-	proto string
-	port  int32
-}
 
 // podInfo is a pending pod prepared for placement.
 type podInfo struct {
@@ -55,7 +49,7 @@ type podInfo struct {
 	req      vec
 	own      []ownTerm
 	matched  []*topoGroup
-	ports    []portKey
+	ports    []facts.HostPort
 	prefs    bool
 	tier     int
 	size     float64
@@ -105,7 +99,7 @@ type node struct {
 	gc     []int32
 	// ldom is the node's domain per label level (see levels.go).
 	ldom  []int32
-	ports map[portKey]bool
+	ports map[facts.HostPort]bool
 	ref   slackRef
 	tree  *slackIndex
 	// improvedFrom says what the improvement phase replaced ("" when it did not
@@ -425,7 +419,7 @@ func (s *solver) preparePods(dimErr error) {
 			p.err = err.Error()
 			continue
 		}
-		p.ports = hostPorts(&pod.Spec)
+		p.ports = facts.HostPorts(&pod.Spec)
 		p.tier = 3
 		for _, t := range p.own {
 			if t.soft {
@@ -485,28 +479,8 @@ func labelLevels(p *podInfo) []*level {
 	return out
 }
 
-// hostPorts lists the host ports a pod spec binds (every container's, init
-// containers' too: the engine errs on the side of a clash).
-func hostPorts(spec *corev1.PodSpec) []portKey {
-	var out []portKey
-	for _, cs := range [2][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for i := range cs {
-			for _, port := range cs[i].Ports {
-				if port.HostPort > 0 {
-					proto := string(port.Protocol)
-					if proto == "" {
-						proto = hostPortProt
-					}
-					out = append(out, portKey{proto, port.HostPort})
-				}
-			}
-		}
-	}
-	return out
-}
-
 // portsClash reports whether two host-port lists share a port.
-func portsClash(a, b []portKey) bool {
+func portsClash(a, b []facts.HostPort) bool {
 	for _, x := range a {
 		if slices.Contains(b, x) {
 			return true
