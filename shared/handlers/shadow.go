@@ -282,7 +282,7 @@ func (r *Recorder) WriteNominations(_ context.Context, d nominate.Decision) (int
 		r.add(Decision{Kind: DecideNominate, NodeClaim: rec.NodeClaim, Pods: len(rec.Pods), Detail: "planned pods"})
 	}
 	for _, n := range d.Nominations {
-		r.add(Decision{Kind: DecideNominate, Node: n.Node, Pods: 1, Detail: "nominatedNodeName of " + n.Pod.Namespace + "/" + n.Pod.Name})
+		r.add(Decision{Kind: DecideNominate, Node: n.Node, Pods: 1, Detail: "nominatedNodeName of " + facts.PodKey(n.Pod)})
 	}
 	return len(d.Nominations), nil
 }
@@ -294,7 +294,7 @@ func (r *Recorder) Nominate(_ context.Context, pods []*corev1.Pod, target string
 
 // FailedScheduling records the Event.
 func (r *Recorder) FailedScheduling(_ context.Context, p *corev1.Pod, reason string) {
-	r.add(Decision{Kind: DecideEvent, Reason: kube.ReasonFailedScheduling, Detail: p.Namespace + "/" + p.Name + ": " + reason})
+	r.add(Decision{Kind: DecideEvent, Reason: kube.ReasonFailedScheduling, Detail: facts.PodKey(p) + ": " + reason})
 }
 
 // Lease is a lease on the recorder's own memory: the cluster's Lease object is a
