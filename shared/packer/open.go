@@ -146,11 +146,12 @@ func (s *solver) roomy(p *poolInfo, c vec) bool {
 // a new node holding p, returning its price. With rec set it also records, for
 // every pool, how far its best option got before it was turned down.
 func (s *solver) bestNew(p *podInfo, cls *podClass, a *attempt, zok uint64, rec *rejections) (*poolInfo, int, int, float64) {
-	if !s.domainOK(p, a, s.topo.host, -1) {
+	if b := s.domainBlock(p, a, s.topo.host, -1); !b.ok() {
 		if rec == nil {
 			return nil, 0, 0, 0
 		}
 		zok = 0 // hostname-level topology rules out a fresh node in every zone
+		rec.host = b
 	}
 	rec.start(len(s.pools))
 	for _, pool := range s.pools {
@@ -227,13 +228,22 @@ func (s *solver) walkZone(pool *poolInfo, z int, p *podInfo, cls *podClass, a *a
 			rec.reject(pool.idx, stageMinValues)
 			continue
 		}
-		if !inZone || len(a.masks) > 0 && !s.candOK(pool, z, i, cls, a) || len(p.ports) > 0 && portsClash(p.ports, cs[i].dsPorts) {
-			// The zone's or another level's topology, or a DaemonSet's host
-			// port, turns the pod away.
+		if !inZone {
 			rec.reject(pool.idx, stageTopology)
-			if !inZone {
-				return -1 // walked only to record
+			rec.zoneOut(pool.idx, z)
+			return -1 // walked only to record
+		}
+		if len(a.masks) > 0 {
+			if b := s.candBlock(pool, z, i, cls, a); !b.ok() {
+				rec.reject(pool.idx, stageTopology)
+				rec.blocked(pool.idx, b)
+				continue
 			}
+		}
+		if len(p.ports) > 0 && portsClash(p.ports, cs[i].dsPorts) {
+			// A DaemonSet on the type binds one of the pod's host ports.
+			rec.reject(pool.idx, stageTopology)
+			rec.blocked(pool.idx, block{kind: blockPorts})
 			continue
 		}
 		return i
@@ -258,16 +268,22 @@ func (s *solver) walkMemo(pool *poolInfo, z int, p *podInfo, cls *podClass, a *a
 	k := recKey{pool.idx, z, cls, p.req, inZone}
 	got, ok := s.recMemo[k]
 	if !ok {
-		scratch := &rejections{}
+		scratch := &rejections{zones: rec.zones, host: rec.host}
 		scratch.start(len(s.pools))
 		if i := s.walkZone(pool, z, p, cls, a, inZone, scratch); i >= 0 {
 			rec.add(pool.idx, scratch.pools[pool.idx])
 			return i // it takes p: not the recording round's case, not kept
 		}
 		got = scratch.pools[pool.idx]
+		// What turned p away is p's own topology, not the key's: every pod
+		// of the shape notes its own below.
+		got.why = block{}
 		s.recMemo[k] = got
 	}
 	rec.add(pool.idx, got)
+	if got.stage == stageTopology {
+		rec.zoneOut(pool.idx, z) // the only topology a walk of this shape meets
+	}
 	return -1
 }
 

@@ -80,10 +80,10 @@ func (s *solver) tryPlaceOne(p *podInfo, a attempt, rec *rejections) bool {
 	// Spread domains and counts follow the pod's required node affinity only
 	// (under nodeAffinityPolicy Honor, the default), never its preferences.
 	a.hard = s.spreadClass(p)
-	zok := s.zoneMask(p, &a)
+	zok := s.zoneMask(p, &a, rec)
 	zoneBound := s.levelBound(p, &a, s.topo.zone)
 	if len(p.levels) > 0 {
-		a.masks = s.labelMasks(p, &a)
+		a.masks = s.labelMasks(p, &a, rec)
 	}
 
 	// Hostname affinity to pods already placed: only their nodes qualify (a new

@@ -40,6 +40,11 @@ const (
 // rejections is a pod's record of why each pool gave it no new node.
 type rejections struct {
 	pools []poolRejection // by pool index
+	// zones is why each zone's own topology turns the pod away on the attempt
+	// (see zoneMask), host why hostname-level topology turns a new node away
+	// in every zone (see bestNew).
+	zones []block
+	host  block
 }
 
 type poolRejection struct {
@@ -49,6 +54,9 @@ type poolRejection struct {
 	largest vec
 	// full are the reservations that would hold it but had no slot left.
 	full []string
+	// why is what turned it away from nodes that would hold it (stageTopology),
+	// the first to name of all that did (see block.before).
+	why block
 }
 
 // start clears the record for a new attempt. Every method does nothing on a nil
@@ -62,6 +70,20 @@ func (r *rejections) start(pools int) {
 	}
 	r.pools = r.pools[:pools]
 	clear(r.pools)
+}
+
+// startZones clears the record of why zones and new nodes are out for a new
+// attempt.
+func (r *rejections) startZones(zones int) {
+	if r == nil {
+		return
+	}
+	if cap(r.zones) < zones {
+		r.zones = make([]block, zones)
+	}
+	r.zones = r.zones[:zones]
+	clear(r.zones)
+	r.host = block{}
 }
 
 // reject notes that pool got as far as st before it was turned down.
@@ -78,15 +100,32 @@ func (r *rejections) tooSmall(pool int, avail vec) {
 	}
 }
 
+// blocked notes that b turned the pod away from a node of pool that would
+// hold it.
+func (r *rejections) blocked(pool int, b block) {
+	if r != nil && b.before(r.pools[pool].why) {
+		r.pools[pool].why = b
+	}
+}
+
+// zoneOut notes that the pod's topology turned a node of pool away in zone z.
+func (r *rejections) zoneOut(pool, z int) {
+	if r != nil {
+		r.blocked(pool, r.zones[z])
+		r.blocked(pool, r.host)
+	}
+}
+
 // add merges what another walk recorded for pool into r, as if r had
 // recorded it: the furthest stage, the largest too-small type, the full
-// reservations in the order found.
+// reservations in the order found, what turned the pod away.
 func (r *rejections) add(pool int, o poolRejection) {
 	if r == nil {
 		return
 	}
 	r.reject(pool, o.stage)
 	r.tooSmall(pool, o.largest)
+	r.blocked(pool, o.why)
 	for _, id := range o.full {
 		if !slices.Contains(r.pools[pool].full, id) {
 			r.pools[pool].full = append(r.pools[pool].full, id)

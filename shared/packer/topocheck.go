@@ -2,13 +2,59 @@ package packer
 
 import corev1 "k8s.io/api/core/v1"
 
-// domainOK is the one topology check, the same at every level: whether p, bound
-// by a, may land in domain d of lv (-1: a node not opened yet). It judges p's own
-// spread, affinity and anti-affinity terms on that level, other pods'
-// anti-affinity (which is symmetric) and, while a binds them, the hard spread
-// constraints of other pods p would count for.
+// block is what turns a pod away from a place its requests fit. Its kinds are
+// in the order a reason names them (see before): one of the pod's own terms,
+// another pod's anti-affinity, a host port, another pod's spread constraint. i
+// indexes podInfo.own (blockOwn) or podInfo.matched (blockAnti, blockSkew). The
+// zero block turns nothing away.
+type block struct {
+	kind blockKind
+	i    int32
+}
+
+type blockKind int8
+
+const (
+	blockNone blockKind = iota
+	blockOwn
+	blockAnti
+	blockPorts
+	blockSkew
+	// blockUnrecorded: a label level's domain is out on an attempt that keeps
+	// no record of why (see levelMask.why).
+	blockUnrecorded
+)
+
+func (b block) ok() bool { return b.kind == blockNone }
+
+// before reports whether b is the one to name rather than o: a block before
+// none, then by kind, then the pod's own terms, or other pods', in their order.
+func (b block) before(o block) bool {
+	switch {
+	case b.kind == blockNone:
+		return false
+	case o.kind == blockNone:
+		return true
+	case b.kind != o.kind:
+		return b.kind < o.kind
+	}
+	return b.i < o.i
+}
+
+// domainOK reports whether p, bound by a, may land in domain d of lv (see
+// domainBlock).
 func (s *solver) domainOK(p *podInfo, a *attempt, lv *level, d int) bool {
-	for _, t := range p.own {
+	return s.domainBlock(p, a, lv, d).ok()
+}
+
+// domainBlock is the one topology check, the same at every level: what turns p,
+// bound by a, away from domain d of lv (-1: a node not opened yet), the zero
+// block when nothing does. It judges p's own spread, affinity and anti-affinity
+// terms on that level, in order, then other pods' anti-affinity (which is
+// symmetric) and, while a binds them, the hard spread constraints of other pods p
+// would count for.
+func (s *solver) domainBlock(p *podInfo, a *attempt, lv *level, d int) block {
+	for i, t := range p.own {
 		g := t.g
 		if g.lv != lv || !a.binds(t) {
 			continue
@@ -17,35 +63,35 @@ func (s *solver) domainOK(p *podInfo, a *attempt, lv *level, d int) bool {
 		case kindSpread:
 			v := s.spreadView(a, g, true)
 			if !v.isDomain(d) || v.count(s, d)+self(t.selfHits)-v.min > g.maxSkew {
-				return false
+				return block{blockOwn, int32(i)}
 			}
 		case kindAffinity:
 			if s.at(g, d) == 0 && !(g.total == 0 && t.selfHits) {
-				return false
+				return block{blockOwn, int32(i)}
 			}
 		case kindAntiAffinity:
 			if s.at(g, d) > 0 {
-				return false
+				return block{blockOwn, int32(i)}
 			}
 		}
 	}
-	for _, g := range p.matched {
+	for i, g := range p.matched {
 		if g.lv != lv {
 			continue
 		}
 		if g.kind == kindAntiAffinity && s.ownersAt(g, d) > 0 {
-			return false
+			return block{blockAnti, int32(i)}
 		}
 		// A pod that only matches another pod's spread selector may not push a
 		// domain that hosts such an owner past the skew; elsewhere it is free,
 		// because Kubernetes checks the skew only where an owner lands.
 		if a.othersSpread && g.kind == kindSpread && g.hardOwned && !p.ownsHard(g) && s.ownersAt(g, d) > 0 {
 			if s.at(g, d)+1-s.spreadView(a, g, false).min > g.maxSkew {
-				return false
+				return block{blockSkew, int32(i)}
 			}
 		}
 	}
-	return true
+	return block{}
 }
 
 func self(b bool) int32 {
@@ -375,12 +421,16 @@ func (s *solver) eligible(n *node, cls *podClass) bool {
 	return s.matchLabels(cls, l, nil)
 }
 
-// zoneMask returns the zones whose zone-level topology admits p.
-func (s *solver) zoneMask(p *podInfo, a *attempt) uint64 {
+// zoneMask returns the zones whose zone-level topology admits p, and notes in
+// rec why each other zone does not.
+func (s *solver) zoneMask(p *podInfo, a *attempt, rec *rejections) uint64 {
+	rec.startZones(len(s.zones))
 	var mask uint64
 	for z := range s.zones {
-		if s.domainOK(p, a, s.topo.zone, z) {
+		if b := s.domainBlock(p, a, s.topo.zone, z); b.ok() {
 			mask |= 1 << uint(z)
+		} else if rec != nil {
+			rec.zones[z] = b
 		}
 	}
 	return mask
@@ -406,23 +456,32 @@ func (s *solver) levelBound(p *podInfo, a *attempt, lv *level) bool {
 type levelMask struct {
 	lv      *level
 	allowed bitset
-	// absent admits a node that does not carry the key: only anti-affinity binds
+	// needs is the term of the pod's own that keeps it off a node without the
+	// key (see domainNeeder); none admits such a node: only anti-affinity binds
 	// the pod on the level, and the scheduler applies it only where the key is.
-	absent bool
+	needs block
+	// why is what keeps each domain out, kept only on an attempt that records.
+	why []block
 }
 
 // labelMasks returns, for each label level that binds p, the domains its
-// topology admits (nil when none binds it).
-func (s *solver) labelMasks(p *podInfo, a *attempt) []levelMask {
+// topology admits (nil when none binds it); with rec set, each mask also keeps
+// why the other domains are out.
+func (s *solver) labelMasks(p *podInfo, a *attempt, rec *rejections) []levelMask {
 	var out []levelMask
 	for _, lv := range p.levels {
 		if !s.levelBound(p, a, lv) {
 			continue
 		}
-		m := levelMask{lv: lv, allowed: newBitset(len(lv.values)), absent: !s.needsDomain(p, a, lv)}
+		m := levelMask{lv: lv, allowed: newBitset(len(lv.values)), needs: s.domainNeeder(p, a, lv)}
+		if rec != nil {
+			m.why = make([]block, len(lv.values))
+		}
 		for d := range lv.values {
-			if s.domainOK(p, a, lv, d) {
+			if b := s.domainBlock(p, a, lv, d); b.ok() {
 				m.allowed.set(d)
+			} else if m.why != nil {
+				m.why[d] = b
 			}
 		}
 		out = append(out, m)
@@ -430,15 +489,16 @@ func (s *solver) labelMasks(p *podInfo, a *attempt) []levelMask {
 	return out
 }
 
-// needsDomain reports whether a node must carry lv's key to take p: its own
-// spread or affinity on lv binds it.
-func (s *solver) needsDomain(p *podInfo, a *attempt, lv *level) bool {
-	for _, t := range p.own {
+// domainNeeder is the first of p's own terms that keeps it off a node without
+// lv's key: its spread or affinity on lv, where it binds. The zero block when
+// none does.
+func (s *solver) domainNeeder(p *podInfo, a *attempt, lv *level) block {
+	for i, t := range p.own {
 		if t.g.lv == lv && a.binds(t) && t.g.kind != kindAntiAffinity {
-			return true
+			return block{blockOwn, int32(i)}
 		}
 	}
-	return false
+	return block{}
 }
 
 // labelsOK reports whether node n, on candidate idx (planned nodes), lies in
@@ -463,28 +523,55 @@ func (s *solver) labelsOK(n *node, idx int, cls *podClass, a *attempt) bool {
 // candOK reports whether a new node of pool on candidate i of zone z lies in
 // domains a admits on every label level that binds p.
 func (s *solver) candOK(pool *poolInfo, z, i int, cls *podClass, a *attempt) bool {
-	for _, m := range a.masks {
+	return s.candBlock(pool, z, i, cls, a).ok()
+}
+
+// candBlock is what, on a label level that binds p, turns away a new node of
+// pool on candidate i of zone z: the zero block when nothing does.
+func (s *solver) candBlock(pool *poolInfo, z, i int, cls *podClass, a *attempt) block {
+	for k := range a.masks {
+		m := &a.masks[k]
 		d := m.lv.cand[pool.idx][z][i]
 		if d < 0 && len(m.lv.chosen[pool.idx]) > 0 {
 			d = s.chooseValue(m.lv, pool, cls, nil, m.allowed)
 			if d < 0 {
-				return false // a node of the pool always gets one of them
+				// A node of the pool always gets one of them.
+				return m.outOf(m.lv.chosen[pool.idx])
 			}
 		}
 		if !m.admits(d) {
-			return false
+			return m.outOf([]int32{d})
 		}
 	}
-	return true
+	return block{}
 }
 
 // admits reports whether domain d (-1: the node does not carry the key) is
 // admitted.
 func (m *levelMask) admits(d int32) bool {
 	if d < 0 {
-		return m.absent
+		return m.needs.ok()
 	}
 	return m.allowed.has(int(d))
+}
+
+// outOf is what keeps every one of domains out (-1: a node without the key),
+// the first of them to name.
+func (m *levelMask) outOf(domains []int32) block {
+	var out block
+	for _, d := range domains {
+		b := block{kind: blockUnrecorded}
+		switch {
+		case d < 0:
+			b = m.needs
+		case int(d) < len(m.why):
+			b = m.why[d]
+		}
+		if b.before(out) {
+			out = b
+		}
+	}
+	return out
 }
 
 // domainOf is n's domain at level lv, -1 when it has none.
