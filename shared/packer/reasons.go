@@ -8,7 +8,8 @@ import (
 
 // Why a pod stays unschedulable. Like Nomad's FilterNode(option, reason), the
 // pool filter in bestNew records each NodePool's rejection where it turns the
-// pod down; the reason a plan gives is composed from those records, pool by
+// pod down, and the topology checks what turned it away where they fail (see
+// block); the reason a plan gives is composed from those records, pool by
 // pool, with no second derivation. Only a pod's last attempt records (see place):
 // a pod reaches it only after every other rung failed, so placing the pods that
 // fit pays nothing for it. The records kept are those of the last retry round,
@@ -156,7 +157,7 @@ func (s *solver) unplacedReason(p *podInfo) string {
 		case stageMinValues:
 			reasons = append(reasons, fmt.Sprintf("NodePool %s: no node that holds it keeps %s", pool.name, pool.minValuesText()))
 		default:
-			reasons = append(reasons, fmt.Sprintf("NodePool %s: %s", pool.name, s.topologyBlocker(p)))
+			reasons = append(reasons, fmt.Sprintf("NodePool %s: %s", pool.name, p.blockText(r.why)))
 		}
 	}
 	return strings.Join(reasons, "; ")
@@ -175,18 +176,14 @@ func (s *solver) limitsText(p *poolInfo) string {
 	return strings.Join(parts, ", ")
 }
 
-func (s *solver) topologyBlocker(p *podInfo) string {
-	for _, t := range p.own {
-		if !t.soft {
-			return "cannot satisfy " + t.g.desc
-		}
-	}
-	for _, g := range p.matched {
-		if g.kind == kindAntiAffinity {
-			return "another pod's " + g.desc + " excludes it"
-		}
-	}
-	if len(p.ports) > 0 {
+// blockText names what turned p away.
+func (p *podInfo) blockText(b block) string {
+	switch b.kind {
+	case blockOwn:
+		return "cannot satisfy " + p.own[b.i].g.desc
+	case blockAnti:
+		return "another pod's " + p.matched[b.i].desc + " excludes it"
+	case blockPorts:
 		return "its host ports are taken on every node that could take it"
 	}
 	return "no node that fits is allowed by its constraints"

@@ -579,6 +579,56 @@ func TestUnschedulableHasReason(t *testing.T) {
 	s.node("ok")
 }
 
+// The reason names what actually turned the pod away, recorded where the check
+// failed: not the first required term the pod owns when another one blocked.
+func TestUnschedulableNamesTheBlockingTerm(t *testing.T) {
+	zone := corev1.LabelTopologyZone
+	t.Run("second term", func(t *testing.T) {
+		// Spreading one pod never blocks; affinity to pods that do not exist does.
+		s := solve(t, snapshot(t, []*corev1.Pod{pod("lonely", "1", "1Gi",
+			withLabel("app", "lonely"), spreadOn(zone, 1, corev1.DoNotSchedule, "lonely"), podAffinity(zone, "ghost"))}))
+		r := s.unschedulable("lonely")
+		if !strings.Contains(r, `cannot satisfy pod affinity on zone for pods matching "app=ghost"`) || strings.Contains(r, "spread") {
+			t.Errorf("reason %q, want the affinity to app=ghost named, not the spread:%s", r, s.dump())
+		}
+	})
+	t.Run("second term, on a key no node carries", func(t *testing.T) {
+		s := solve(t, snapshot(t, []*corev1.Pod{pod("spread", "1", "1Gi",
+			withLabel("app", "web"), spreadOn(zone, 1, corev1.DoNotSchedule, "web"), spreadOn("unknown", 1, corev1.DoNotSchedule, "web"))}))
+		if r := s.unschedulable("spread"); !strings.Contains(r, "cannot satisfy topology spread on unknown") {
+			t.Errorf("reason %q, want the spread on unknown named:%s", r, s.dump())
+		}
+	})
+	t.Run("second term, on a value the pool may take", func(t *testing.T) {
+		// On-demand holds one pod and the pool launches only spot: past two on
+		// spot, the capacity-type spread blocks, the zone spread never does.
+		ct := karpenter.CapacityTypeLabelKey
+		snap := snapshot(t, pods("web", 5, "1500m", "1Gi", withLabel("app", "web"),
+			spreadOn(zone, 1, corev1.DoNotSchedule, "web"), spreadOn(ct, 1, corev1.DoNotSchedule, "web")),
+			poolOf("default", 0, workload.Req(ct, corev1.NodeSelectorOpIn, "spot")))
+		snap.Nodes = []packer.NodeState{{Node: existingNode(t, snap.Catalog, "od-1", "m5.large", "us-east-1a", "on-demand", nil),
+			Pods: []*corev1.Pod{pod("running", "1", "128Mi", withLabel("app", "web"))}}}
+		s := solve(t, snap)
+		if len(s.plan.Unschedulable) == 0 {
+			t.Fatalf("want pods left unschedulable:%s", s.dump())
+		}
+		for _, u := range s.plan.Unschedulable {
+			if !strings.Contains(u.Reason, "cannot satisfy topology spread on "+ct) {
+				t.Errorf("%s: reason %q, want the capacity-type spread named:%s", u.Pod, u.Reason, s.dump())
+			}
+		}
+	})
+	t.Run("host port", func(t *testing.T) {
+		snap := snapshot(t, []*corev1.Pod{pod("web", "1", "1Gi",
+			withLabel("app", "web"), spreadOn(zone, 1, corev1.DoNotSchedule, "web"), hostPort(8080))})
+		snap.DaemonSets = append(snap.DaemonSets, daemonSet("proxy", "100m", "64Mi", hostPort(8080)))
+		s := solve(t, snap)
+		if r := s.unschedulable("web"); !strings.Contains(r, "its host ports are taken") {
+			t.Errorf("reason %q, want its host ports named:%s", r, s.dump())
+		}
+	})
+}
+
 func TestDeterminism(t *testing.T) {
 	cat, _, err := workload.BenchCatalog()
 	if err != nil {
