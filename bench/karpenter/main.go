@@ -119,7 +119,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench-karpenter: loading the cases: %v\n", err)
 		return 1
 	}
-	load := loadAverage()
+	load := workload.LoadAverage()
 	var rows []*row
 	for _, c := range cases {
 		if (filter != nil && !filter.MatchString(c.Name)) || (filter == nil && c.Large) {
@@ -153,7 +153,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rows = append(rows, r)
 	}
 	report(stdout, rows)
-	fmt.Fprintf(stdout, "load average (1, 5, 15 min): %s before, %s after\n", load, loadAverage())
+	fmt.Fprintf(stdout, "load average (1, 5, 15 min): %s before, %s after\n", load, workload.LoadAverage())
 	return 0
 }
 
@@ -481,18 +481,6 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 func rate(pods int, d time.Duration) string {

@@ -146,7 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !*process {
 		procNote = "process timing off (-process=false)"
 	}
-	loadBefore := loadAverage()
+	loadBefore := workload.LoadAverage()
 	var results []*result
 	for _, c := range cases {
 		if filter != nil && !filter.MatchString(c.Name) {
@@ -177,21 +177,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	report(stdout, results, procNote)
 	// Wall times on a shared machine mean little without how busy it was.
-	fmt.Fprintf(stdout, "load average (1, 5, 15 min): %s before, %s after; %d CPUs\n", loadBefore, loadAverage(), runtime.NumCPU())
+	fmt.Fprintf(stdout, "load average (1, 5, 15 min): %s before, %s after; %d CPUs\n", loadBefore, workload.LoadAverage(), runtime.NumCPU())
 	return 0
-}
-
-// loadAverage reads the system load average (Linux), or "unknown".
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // buildJoiner builds ./cmd/joiner of the module packbench runs in.

@@ -1,8 +1,10 @@
 package workload
 
 import (
+	"os"
 	"runtime"
 	"runtime/metrics"
+	"strings"
 	"sync"
 	"time"
 )
@@ -67,4 +69,18 @@ func PeakHeap(f func()) (peak, baseline uint64) {
 		peak = end
 	}
 	return peak, baseline
+}
+
+// LoadAverage reads the system load average (Linux), or "unknown": the benchmarks
+// report it beside their wall times, which mean little on a busy machine.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
