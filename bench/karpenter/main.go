@@ -8,7 +8,8 @@
 //	cd bench && go run ./karpenter [-cases REGEXP] [-runs N]
 //
 // It lives in its own module (bench/go.mod) so that the main module never
-// depends on Karpenter. Both engines are given the same allocatable: each
+// depends on Karpenter. Its tests also hand what Joiner leaves in a cluster it
+// took over to Karpenter's controllers (wayback_test.go: the way back). Both engines are given the same allocatable: each
 // catalog type becomes a cloudprovider.InstanceType whose capacity and
 // overhead (kube-reserved, system-reserved, eviction threshold) come from the
 // catalog package's implementation of Karpenter's AWS formulas for the pool's

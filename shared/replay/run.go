@@ -48,6 +48,11 @@ type Options struct {
 	RealScheduler   bool
 	Settle          func(context.Context) error
 	NodeAnnotations map[string]string
+	// Final, when set, is given the replayed cluster's clients once the replay has
+	// ended and its expectations are checked, before a real API server is cleaned
+	// up: what the functions left there, for a caller to judge with other code
+	// (bench/karpenter hands it to Karpenter's controllers). Its error fails Run.
+	Final func(context.Context, *kube.Clients) error
 }
 
 // Defaults of a replay with the real scheduler, for scenarios that leave the
@@ -76,6 +81,12 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Result, error) {
 	if err := r.finish(ctx); err != nil {
 		_ = r.close(ctx)
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	if opts.Final != nil {
+		if err := opts.Final(ctx, r.kc.Clients()); err != nil {
+			_ = r.close(ctx)
+			return nil, fmt.Errorf("scenario %s: final: %w", sc.Name, err)
+		}
 	}
 	if err := r.close(ctx); err != nil {
 		return nil, fmt.Errorf("scenario %s: clean up: %w", sc.Name, err)
