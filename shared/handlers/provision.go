@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 	"github.com/joiner-autoscaler/joiner/shared/cloud"
@@ -336,7 +337,10 @@ func nodeClaimFor(pool *karpenter.NodePool, class *karpenter.EC2NodeClass, nn *p
 	return &karpenter.NodeClaim{
 		TypeMeta: metav1.TypeMeta{APIVersion: karpenter.APIVersion, Kind: karpenter.NodeClaimKind},
 		ObjectMeta: metav1.ObjectMeta{GenerateName: pool.Name + "-", Labels: labels, Annotations: annotations,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: karpenter.APIVersion, Kind: karpenter.NodePoolKind, Name: pool.Name, UID: pool.UID}}},
+			// As Karpenter's provisioner writes it: deleting the NodePool in the
+			// foreground waits for its NodeClaims.
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: karpenter.APIVersion, Kind: karpenter.NodePoolKind, Name: pool.Name, UID: pool.UID,
+				BlockOwnerDeletion: ptr.To(true)}}},
 		Spec: karpenter.NodeClaimSpec{
 			Taints: t.Taints, StartupTaints: t.StartupTaints, Requirements: nn.Requirements,
 			NodeClassRef: t.NodeClassRef, TerminationGracePeriod: t.TerminationGracePeriod, ExpireAfter: t.ExpireAfter,

@@ -189,6 +189,9 @@ func (c *Cluster) applyNode(ctx context.Context, n *corev1.Node) error {
 	if _, ok := n.Labels[corev1.LabelHostname]; !ok {
 		n.Labels[corev1.LabelHostname] = n.Name
 	}
+	if c.real != nil {
+		n.OwnerReferences = c.real.owners(n.OwnerReferences)
+	}
 	// A node whose providerID names a simulated instance is that instance's kubelet
 	// (a cluster taken over from Karpenter): it goes when the instance goes.
 	if id := facts.InstanceID(n.Spec.ProviderID); id != "" && c.cfg.Instances != nil {
@@ -238,10 +241,16 @@ func (c *Cluster) applyCRD(ctx context.Context, gvr schema.GroupVersionResource,
 	u := &unstructured.Unstructured{Object: m}
 	u.SetAPIVersion(apiVersion)
 	u.SetKind(kind)
+	if c.real != nil {
+		if refs := u.GetOwnerReferences(); len(refs) > 0 {
+			u.SetOwnerReferences(c.real.owners(refs))
+		}
+	}
 	res := c.dyn.Resource(gvr)
 	out, err := res.Create(ctx, u, metav1.CreateOptions{})
 	if err == nil && c.real != nil {
 		c.real.track(gvr, "", u.GetName())
+		c.real.gotUID(kind, u.GetName(), out.GetUID())
 		// The CRDs serve status as a subresource: a real API server drops it on create.
 		if st, ok := u.Object["status"]; ok && st != nil {
 			out.Object["status"] = st

@@ -47,6 +47,9 @@ type realServer struct {
 	// force): Cleanup leaves them.
 	claimsBefore map[string]bool
 	leasesBefore map[string]bool
+	// uids are the UIDs the server gave the Karpenter objects Apply created, by
+	// kind/name (all cluster-scoped).
+	uids map[string]types.UID
 }
 
 type objRef struct {
@@ -68,6 +71,35 @@ func (s *realServer) track(gvr schema.GroupVersionResource, ns, name string) {
 		s.seen[ref] = true
 		s.created = append(s.created, ref)
 	}
+}
+
+// gotUID records the UID the server gave a Karpenter object Apply created.
+func (s *realServer) gotUID(kind, name string, uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.uids[kind+"/"+name] = uid
+}
+
+// owners points owner references to objects Apply created at the UIDs the server
+// gave them. A manifest (a cluster dump, scenario 020's) names its owners by the
+// UIDs of another server; left so, they would name objects that do not exist,
+// which a garbage collector takes as owners deleted.
+func (s *realServer) owners(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []metav1.OwnerReference
+	for i, o := range refs {
+		if uid, ok := s.uids[o.Kind+"/"+o.Name]; ok && o.UID != uid {
+			if out == nil {
+				out = slices.Clone(refs)
+			}
+			out[i].UID = uid
+		}
+	}
+	if out == nil {
+		return refs
+	}
+	return out
 }
 
 func (s *realServer) tracked(gvr schema.GroupVersionResource, ns, name string) bool {
@@ -109,7 +141,7 @@ func NewReal(ctx context.Context, cfg Config, rc *rest.Config, force bool) (*Clu
 	c := &Cluster{cfg: cfg, prep: sync.OnceValue(func() *packer.Prepared { return packer.Prepare(cfg.Catalog) }), cs: cs, dyn: dyn, clients: clients,
 		workloads: map[workloadKey]*workload{}, nodes: map[string]string{}, bootFailed: map[string]bool{}, waits: newWaits(),
 		boots: map[string]*boot{}, seen: map[types.UID]*podSeen{},
-		real: &realServer{seen: map[objRef]bool{}, claimsBefore: map[string]bool{}, leasesBefore: map[string]bool{}}}
+		real: &realServer{seen: map[objRef]bool{}, claimsBefore: map[string]bool{}, leasesBefore: map[string]bool{}, uids: map[string]types.UID{}}}
 	if err := c.checkScratch(ctx, force); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
 	"github.com/joiner-autoscaler/joiner/shared/facts"
@@ -137,6 +138,7 @@ type view struct {
 	pods      []corev1.Pod
 	nodes     []corev1.Node
 	claims    []*karpenter.NodeClaim
+	pools     []*karpenter.NodePool
 	instances []awssim.Instance // owned by the cluster, any state
 	res       *Result
 	released  map[string]bool // images releaseAMI steps published
@@ -450,13 +452,19 @@ func gone(v *view, name string) (bool, string) {
 // not write: its termination finalizer, the karpenter.sh/nodepool label and an
 // EC2NodeClass reference, both drift-hash annotations with their versions (Karpenter
 // re-stamps a version not its own), the instance-type, zone and capacity-type labels,
-// providerID and node name; on the Node the nodepool and registered labels, the
-// termination finalizer and, on a Node registered during the replay, the owner
-// reference to its NodeClaim; on the instance the tags it lists and garbage-collects by.
+// providerID and node name, and the owner reference to its NodePool; on the Node the
+// nodepool and registered labels, the termination finalizer and the owner reference
+// to its NodeClaim; on the instance the tags it lists and garbage-collects by. Owner
+// references are checked as Karpenter writes them (karpenter.sh/v1, the owner's name
+// and UID, blockOwnerDeletion), whoever wrote the object.
 func karpenterAdoptable(v *view) (bool, string) {
 	nodes := map[string]*corev1.Node{}
 	for i := range v.nodes {
 		nodes[v.nodes[i].Name] = &v.nodes[i]
+	}
+	pools := map[string]*karpenter.NodePool{}
+	for _, np := range v.pools {
+		pools[np.Name] = np
 	}
 	instances := map[string]awssim.Instance{}
 	for _, in := range v.instances {
@@ -480,6 +488,11 @@ func karpenterAdoptable(v *view) (bool, string) {
 			if nc.Labels[k] == "" {
 				bad("no label %s", k)
 			}
+		}
+		if np := pools[pool]; np == nil {
+			bad("NodePool %q does not exist", pool)
+		} else if !ownedBy(nc.OwnerReferences, karpenter.NodePoolKind, np.Name, np.UID) {
+			bad("no owner reference to NodePool %s (uid %s) with blockOwnerDeletion: %s", np.Name, np.UID, refsString(nc.OwnerReferences))
 		}
 		ref := nc.Spec.NodeClassRef
 		if ref == nil || ref.Group != karpenter.AWSGroup || ref.Kind != karpenter.NodeClassKind || ref.Name == "" {
@@ -523,11 +536,8 @@ func karpenterAdoptable(v *view) (bool, string) {
 			bad("node %s lacks labels %s=%s, %s=true", n.Name, karpenter.NodePoolLabelKey, pool, karpenter.NodeRegisteredLabelKey)
 		case !slices.Contains(n.Finalizers, karpenter.TerminationFinalizer):
 			bad("node %s has no %s finalizer", n.Name, karpenter.TerminationFinalizer)
-		case registeredSince(nc, v.start) && nc.UID != "" && !slices.ContainsFunc(n.OwnerReferences, func(o metav1.OwnerReference) bool {
-			return o.Kind == karpenter.NodeClaimKind && o.UID == nc.UID
-		}):
-			// Registered during the replay, so by Joiner, as Karpenter registers its own.
-			bad("node %s has no owner reference to its NodeClaim", n.Name)
+		case !ownedBy(n.OwnerReferences, karpenter.NodeClaimKind, nc.Name, nc.UID):
+			bad("node %s has no owner reference to its NodeClaim (uid %s) with blockOwnerDeletion: %s", n.Name, nc.UID, refsString(n.OwnerReferences))
 		}
 	}
 	if checked == 0 {
@@ -567,13 +577,22 @@ func neverJoined(v *view, want *NeverJoined) (bool, string) {
 	return true, fmt.Sprintf("%s, each named in the summary and a NodeBootFailed Event: %s", detail, want.Cause)
 }
 
-// registeredSince reports whether the NodeClaim's Registered condition turned true
-// at or after t.
-func registeredSince(nc *karpenter.NodeClaim, t time.Time) bool {
-	for _, c := range nc.Status.Conditions {
-		if c.Type == karpenter.ConditionRegistered && c.Status == metav1.ConditionTrue {
-			return !c.LastTransitionTime.Time.Before(t)
-		}
+func refsString(refs []metav1.OwnerReference) string {
+	if len(refs) == 0 {
+		return "none"
 	}
-	return false
+	parts := make([]string, len(refs))
+	for i, o := range refs {
+		parts[i] = fmt.Sprintf("%s %s/%s uid %s blockOwnerDeletion %v", o.APIVersion, o.Kind, o.Name, o.UID, o.BlockOwnerDeletion != nil && *o.BlockOwnerDeletion)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ownedBy reports whether refs hold an owner reference to the karpenter.sh/v1
+// object kind/name with that UID, as Karpenter writes one (blockOwnerDeletion).
+func ownedBy(refs []metav1.OwnerReference, kind, name string, uid types.UID) bool {
+	return uid != "" && slices.ContainsFunc(refs, func(o metav1.OwnerReference) bool {
+		return o.APIVersion == karpenter.APIVersion && o.Kind == kind && o.Name == name && o.UID == uid &&
+			o.BlockOwnerDeletion != nil && *o.BlockOwnerDeletion
+	})
 }

@@ -275,5 +275,5 @@ func (r *run) view(ctx context.Context) (*view, error) {
 		}
 	}
 	return &view{cluster: r.sc.Cluster, real: r.opts.Server != nil, at: r.offset(), start: r.start, pods: pods.Items, nodes: nodes.Items,
-		claims: st.NodeClaims, instances: r.owned(), res: r.res, released: r.released, bootEvents: boot}, nil
+		claims: st.NodeClaims, pools: st.Snapshot.NodePools, instances: r.owned(), res: r.res, released: r.released, bootEvents: boot}, nil
 }
