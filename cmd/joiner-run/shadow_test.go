@@ -1,20 +1,27 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/joiner-autoscaler/joiner/shared/awssim"
+	"github.com/joiner-autoscaler/joiner/shared/cloud"
 	"github.com/joiner-autoscaler/joiner/shared/handlers"
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 )
@@ -75,13 +82,17 @@ func (w *simWorld) fingerprint(t *testing.T) map[string]string {
 
 // TestShadowModeMutatesNothing runs the three functions with JOINER_MODE=shadow on
 // the adoption scenario's cluster (Karpenter's NodeClaims, Nodes and instances:
-// one empty, one drifted, one expired, one spot) and an interruption of its spot
-// instance: each decides what it would do, and neither the in-memory cluster nor
-// the simulated account changes by a byte.
+// one empty, one drifted, one expired, one spot; the EC2NodeClass's instance
+// profile missing, and that of a deleted class left in IAM) and an interruption of
+// its spot instance: each decides what it would do, and neither the in-memory
+// cluster nor the simulated account changes by a byte. Every decision is one
+// `shadow decision` log line and counts in the ShadowDecisions and Shadow<Kind>
+// metrics.
 func TestShadowModeMutatesNothing(t *testing.T) {
 	t.Setenv(handlers.EnvMode, handlers.ModeShadow)
 	ctx := context.Background()
-	w, err := newSimWorld(ctx, invokeFlags{scenario: "../../testdata/scenarios/020-adopt-from-karpenter"}, io.Discard)
+	var logs bytes.Buffer
+	w, err := newSimWorld(ctx, invokeFlags{scenario: "../../testdata/scenarios/020-adopt-from-karpenter"}, &logs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +100,7 @@ func TestShadowModeMutatesNothing(t *testing.T) {
 	if w.cfg.Mode != handlers.ModeShadow {
 		t.Fatalf("config mode %q from %s=shadow", w.cfg.Mode, handlers.EnvMode)
 	}
+	retired := w.retiredClassProfile(t)
 	spot, err := os.ReadFile("../../events/spot-interruption.json")
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +122,9 @@ func TestShadowModeMutatesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fn.MetricsOut = io.Discard
+		var metrics bytes.Buffer
+		fn.MetricsOut = &metrics
+		logs.Reset()
 		out, err := fn.Invoke(ctx, step.event)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", step.fn, err, out)
@@ -123,8 +137,9 @@ func TestShadowModeMutatesNothing(t *testing.T) {
 			t.Errorf("%s: summary mode %q", step.fn, sum.Mode)
 		}
 		for _, d := range sum.Shadow {
-			kinds[step.fn] = append(kinds[step.fn], string(d.Kind)+" "+d.Node+d.NodeClaim)
+			kinds[step.fn] = append(kinds[step.fn], string(d.Kind)+" "+d.Node+d.NodeClaim+d.NodeClass)
 		}
+		checkShadowOutputs(t, step.fn, sum.Shadow, logs.Bytes(), metrics.Bytes())
 		t.Logf("%s: %s; %d decision(s)", step.fn, sum.Action, len(sum.Shadow))
 	}
 	after := w.fingerprint(t)
@@ -150,10 +165,95 @@ func TestShadowModeMutatesNothing(t *testing.T) {
 		{handlers.Interruption, "TaintDisrupted ip-10-0-3-64.ec2.internal"},
 		{handlers.Interruption, "Drain ip-10-0-3-64.ec2.internal"},
 		{handlers.Interruption, "DeleteNodeClaim ip-10-0-3-64.ec2.internal"},
+		// The class's profile is missing in the simulated account (Karpenter made
+		// it in the real one), and the deleted class's profile is held by nothing.
+		{handlers.Consolidator, "InstanceProfile default"},
+		{handlers.Consolidator, "DeleteInstanceProfile " + retired},
 	} {
 		if !has(want.fn, want.prefix) {
 			t.Errorf("%s decided no %q; decisions: %v", want.fn, want.prefix, kinds[want.fn])
 		}
+	}
+}
+
+// retiredClassProfile puts in the simulated account the instance profile Joiner
+// made for an EC2NodeClass that has since been deleted (named and tagged as it
+// names and tags one), and returns the class's name.
+func (w *simWorld) retiredClassProfile(t *testing.T) string {
+	t.Helper()
+	const class = "retired"
+	tags := []iamtypes.Tag{
+		{Key: aws.String("kubernetes.io/cluster/" + w.cluster), Value: aws.String("owned")},
+		{Key: aws.String(cloud.TagEKSClusterName), Value: aws.String(w.cluster)},
+		{Key: aws.String(cloud.TagNodeClass), Value: aws.String(class)},
+		{Key: aws.String(cloud.TagRegion), Value: aws.String(w.sim.Region())},
+	}
+	_, err := iam.NewFromConfig(w.sim.AWSConfig()).CreateInstanceProfile(context.Background(), &iam.CreateInstanceProfileInput{
+		InstanceProfileName: aws.String(cloud.InstanceProfileName(w.cluster, w.sim.Region(), class)), Tags: tags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return class
+}
+
+// checkShadowOutputs checks that an invocation's decisions each went to the log
+// as one `shadow decision` line, in order, and to its metrics: ShadowDecisions
+// their number, Shadow<Kind> the number of each kind, and no other Shadow metric.
+func checkShadowOutputs(t *testing.T, fn string, decisions []handlers.Decision, logs, metrics []byte) {
+	t.Helper()
+	var logged []handlers.Decision
+	var flushed []map[string]any
+	for line := range bytes.Lines(logs) {
+		var l struct {
+			Msg      string             `json:"msg"`
+			Function string             `json:"function"`
+			Decision *handlers.Decision `json:"decision"`
+		}
+		if err := json.Unmarshal(line, &l); err != nil {
+			t.Fatalf("%s: log line is not JSON: %v: %s", fn, err, line)
+		}
+		if l.Msg == "shadow decision" {
+			if l.Function != fn || l.Decision == nil {
+				t.Errorf("%s: shadow decision line of function %q with decision %v", fn, l.Function, l.Decision)
+				continue
+			}
+			logged = append(logged, *l.Decision)
+		}
+	}
+	for line := range bytes.Lines(metrics) {
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("%s: metrics line is not JSON: %v: %s", fn, err, line)
+		}
+		if m["msg"] == handlers.MetricsMessage {
+			flushed = append(flushed, m)
+		}
+	}
+	if len(logged) != len(decisions) {
+		t.Errorf("%s: %d shadow decision log line(s) for %d decision(s)", fn, len(logged), len(decisions))
+	} else {
+		for i := range decisions {
+			if !reflect.DeepEqual(logged[i], decisions[i]) {
+				t.Errorf("%s: log line %d is %+v, decision %+v", fn, i, logged[i], decisions[i])
+			}
+		}
+	}
+	if len(flushed) != 1 {
+		t.Fatalf("%s: %d metrics line(s), want 1:\n%s", fn, len(flushed), metrics)
+	}
+	want := map[string]float64{"ShadowDecisions": float64(len(decisions))}
+	for _, d := range decisions {
+		want["Shadow"+string(d.Kind)]++
+	}
+	got := map[string]float64{}
+	for k, v := range flushed[0] {
+		if strings.HasPrefix(k, "Shadow") {
+			f, _ := v.(float64)
+			got[k] = f
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("%s: shadow metrics %v, want %v", fn, got, want)
 	}
 }
 

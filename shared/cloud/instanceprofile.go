@@ -72,6 +72,9 @@ type InstanceProfileCache struct {
 	swept   bool
 	live    map[string]bool
 	pending map[string]bool
+	// planned are the profiles PlanInstanceProfile reported changes for, with the
+	// role they were to hold: shadow mode's container decides a change once.
+	planned map[string]string
 }
 
 type profileEntry struct {
@@ -88,7 +91,8 @@ func NewInstanceProfileCache(clock func() time.Time) *InstanceProfileCache {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &InstanceProfileCache{clock: clock, ttl: InstanceProfileTTL, entries: map[string]profileEntry{}, pending: map[string]bool{}}
+	return &InstanceProfileCache{clock: clock, ttl: InstanceProfileTTL, entries: map[string]profileEntry{}, pending: map[string]bool{},
+		planned: map[string]string{}}
 }
 
 func (c *InstanceProfileCache) holds(name, role string) bool {
@@ -106,6 +110,18 @@ func (c *InstanceProfileCache) remember(name, role string) {
 	c.mu.Lock()
 	c.entries[name] = profileEntry{role: role, expires: c.clock().Add(c.ttl)}
 	c.mu.Unlock()
+}
+
+// plan reports whether a change to make profile name hold role is still to be
+// reported, and takes it as reported.
+func (c *InstanceProfileCache) plan(name, role string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.planned[name] == role {
+		return false
+	}
+	c.planned[name] = role
+	return true
 }
 
 func (c *InstanceProfileCache) forget(name string) {
@@ -182,6 +198,97 @@ func roleName(role string) string {
 	return role
 }
 
+// ProfileChange is one IAM write that readying or collecting an EC2NodeClass's
+// instance profile makes: shadow mode records these instead of making them.
+type ProfileChange struct {
+	// Operation is the IAM action: CreateInstanceProfile, AddRoleToInstanceProfile
+	// or DeleteInstanceProfile.
+	Operation string `json:"operation"`
+	Profile   string `json:"profile"`
+	NodeClass string `json:"nodeClass"`
+	// Role is the role AddRoleToInstanceProfile gives the profile; Replaced the
+	// one it held, removed first.
+	Role     string `json:"role,omitempty"`
+	Replaced string `json:"replaced,omitempty"`
+}
+
+func (c ProfileChange) String() string {
+	s := c.Operation + " " + c.Profile
+	if c.Role != "" {
+		s += " role " + c.Role
+	}
+	if c.Replaced != "" {
+		s += " replacing " + c.Replaced
+	}
+	return s
+}
+
+// PlanInstanceProfile returns the IAM writes InstanceProfile would make for the
+// class now, reading IAM only: none for a class naming its own profile or one
+// whose profile holds its role. It is shadow mode's: the changes for one
+// profile and role are returned once per container (its InstanceProfileCache),
+// as acting makes them once, not every round. Its error is the one
+// InstanceProfile would return without writing (no role, no IAM client, a
+// profile with Joiner's name that is not Joiner's).
+func (p *Provider) PlanInstanceProfile(ctx context.Context, nc *karpenter.EC2NodeClass) ([]ProfileChange, error) {
+	if nc.Spec.InstanceProfile != nil && *nc.Spec.InstanceProfile != "" {
+		return nil, nil
+	}
+	role := roleName(nc.Spec.Role)
+	if role == "" {
+		return nil, fmt.Errorf("EC2NodeClass %s: set spec.role or spec.instanceProfile", nc.Name)
+	}
+	name := InstanceProfileName(p.cfg.ClusterName, p.cfg.Region, nc.Name)
+	if p.profiles.holds(name, role) {
+		return nil, nil
+	}
+	if p.api.IAM == nil {
+		return nil, fmt.Errorf("EC2NodeClass %s: instance profile %s: no IAM client to manage it with", nc.Name, name)
+	}
+	ip, err := p.getProfile(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("EC2NodeClass %s: instance profile %s: %w", nc.Name, name, err)
+	}
+	var changes []ProfileChange
+	if ip == nil {
+		changes = []ProfileChange{{Operation: "CreateInstanceProfile", Profile: name, NodeClass: nc.Name},
+			{Operation: "AddRoleToInstanceProfile", Profile: name, NodeClass: nc.Name, Role: role}}
+	} else {
+		ch, err := p.roleChange(ip, nc.Name, role)
+		if err != nil {
+			return nil, fmt.Errorf("EC2NodeClass %s: instance profile %s for role %s: %w", nc.Name, name, role, err)
+		}
+		if ch == nil {
+			p.profiles.remember(name, role)
+			return nil, nil
+		}
+		changes = []ProfileChange{*ch}
+	}
+	if !p.profiles.plan(name, role) {
+		return nil, nil
+	}
+	return changes, nil
+}
+
+// roleChange is the write that makes the profile hold role, nil when it does.
+// A profile holding another role that lacks this cluster's and the class's tags
+// is not Joiner's to change.
+func (p *Provider) roleChange(ip *iamtypes.InstanceProfile, nodeClass, role string) (*ProfileChange, error) {
+	held := ""
+	if len(ip.Roles) > 0 {
+		held = aws.ToString(ip.Roles[0].RoleName)
+	}
+	if held == role {
+		return nil, nil
+	}
+	if !p.managedBy(ip, nodeClass) {
+		return nil, fmt.Errorf("the profile exists, holds role %q and lacks this cluster's tags (%s=owned, %s=%s), so Joiner leaves it alone; delete it or name a profile in spec.instanceProfile",
+			held, p.ownerTagKey(), TagNodeClass, nodeClass)
+	}
+	return &ProfileChange{Operation: "AddRoleToInstanceProfile", Profile: aws.ToString(ip.InstanceProfileName), NodeClass: nodeClass,
+		Role: role, Replaced: held}, nil
+}
+
 func (p *Provider) ensureProfile(ctx context.Context, nc *karpenter.EC2NodeClass, name, role string) error {
 	if p.api.IAM == nil {
 		return errors.New("no IAM client to manage it with (the class names a role; name an existing profile in spec.instanceProfile instead)")
@@ -215,18 +322,15 @@ func (p *Provider) ensureProfile(ctx context.Context, nc *karpenter.EC2NodeClass
 			p.log.Info("created instance profile", "name", name, "nodeClass", nc.Name, "role", role)
 		}
 	}
-	held := ""
-	if len(ip.Roles) > 0 {
-		held = aws.ToString(ip.Roles[0].RoleName)
+	ch, err := p.roleChange(ip, nc.Name, role)
+	if err != nil {
+		return err
 	}
-	if held == role {
+	if ch == nil {
 		p.profiles.remember(name, role)
 		return nil
 	}
-	if !p.managedBy(ip, nc.Name) {
-		return fmt.Errorf("the profile exists, holds role %q and lacks this cluster's tags (%s=owned, %s=%s), so Joiner leaves it alone; delete it or name a profile in spec.instanceProfile",
-			held, p.ownerTagKey(), TagNodeClass, nc.Name)
-	}
+	held := ch.Replaced
 	if p.cfg.DryRun {
 		p.recordDryRun(DryRunResult{Operation: "AddRoleToInstanceProfile", Target: name, Code: CodeNotChecked,
 			Message: fmt.Sprintf("IAM has no dry run: role %s would replace %q", role, held)}, nil)

@@ -312,3 +312,82 @@ func TestCollectInstanceProfilesOfDeletedClasses(t *testing.T) {
 		}
 	})
 }
+
+// Shadow mode's planners read IAM and write nothing: a class whose profile is
+// missing plans its creation holding the role, once per container; a profile
+// holding the class's role plans nothing; a role change plans the new role in
+// place of the old; the profile of a deleted class plans its deletion, once.
+func TestPlanInstanceProfiles(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		nc := e.loadClass("al2023.yaml")
+		name := InstanceProfileName(testCluster, testRegion, nc.Name)
+		cache := NewInstanceProfileCache(e.clock.Now)
+		shadow := func() *Provider { return e.provider(func(c *Config) { c.InstanceProfiles = cache }) }
+		writes := func() int {
+			return e.proxy.count("CreateInstanceProfile") + e.proxy.count("AddRoleToInstanceProfile") +
+				e.proxy.count("RemoveRoleFromInstanceProfile") + e.proxy.count("DeleteInstanceProfile")
+		}
+		plan := func(p *Provider) []string {
+			t.Helper()
+			changes, err := p.PlanInstanceProfile(ctx, nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, c := range changes {
+				out = append(out, c.String())
+			}
+			return out
+		}
+		want := []string{"CreateInstanceProfile " + name, "AddRoleToInstanceProfile " + name + " role " + testRole}
+		if got := plan(shadow()); !slices.Equal(got, want) {
+			t.Errorf("missing profile: planned %q, want %q", got, want)
+		}
+		if got := plan(shadow()); len(got) != 0 {
+			t.Errorf("the same container planned the creation again: %q", got)
+		}
+		if n := writes(); n != 0 || e.profileExists(name) {
+			t.Fatalf("planning wrote to IAM (%d writes, profile exists %v)", n, e.profileExists(name))
+		}
+
+		if _, err := e.provider().InstanceProfile(ctx, nc); err != nil {
+			t.Fatal(err)
+		}
+		before := writes()
+		if got := plan(e.provider()); len(got) != 0 {
+			t.Errorf("a profile holding the role: planned %q", got)
+		}
+		other := "KarpenterNodeRole-other"
+		_, err := iam.NewFromConfig(e.direct).CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(other), AssumeRolePolicyDocument: aws.String("{}")})
+		e.must(err)
+		nc.Spec.Role = other
+		want = []string{"AddRoleToInstanceProfile " + name + " role " + other + " replacing " + testRole}
+		if got := plan(e.provider()); !slices.Equal(got, want) {
+			t.Errorf("role change: planned %q, want %q", got, want)
+		}
+		e.wantProfile(name, testRole, nc.Name)
+
+		collect := func() []string {
+			t.Helper()
+			changes, err := shadow().PlanCollectInstanceProfiles(ctx, []string{"another"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, c := range changes {
+				out = append(out, c.String())
+			}
+			return out
+		}
+		if got := collect(); !slices.Equal(got, []string{"DeleteInstanceProfile " + name}) {
+			t.Errorf("deleted class: planned %q, want its profile's deletion", got)
+		}
+		if got := collect(); len(got) != 0 {
+			t.Errorf("the same container planned the deletion again: %q", got)
+		}
+		if n := writes(); n != before || !e.profileExists(name) {
+			t.Errorf("planning wrote to IAM (%d writes, profile exists %v)", n-before, e.profileExists(name))
+		}
+	})
+}

@@ -31,6 +31,25 @@ var holdingStates = []string{"pending", "running", "shutting-down", "stopping", 
 // at again each round until it can go. The memory is the provider's
 // InstanceProfileCache (per container in production).
 func (p *Provider) CollectInstanceProfiles(ctx context.Context, live []string) ([]string, error) {
+	changes, err := p.collect(ctx, live, false)
+	deleted := make([]string, 0, len(changes))
+	for _, c := range changes {
+		deleted = append(deleted, c.Profile)
+	}
+	return deleted, err
+}
+
+// PlanCollectInstanceProfiles returns the deletions CollectInstanceProfiles
+// would make now, deleting nothing: shadow mode's. It keeps the same memory (one
+// listing per container), and a profile it returned is not returned again by
+// the same container: the deletion was decided once.
+func (p *Provider) PlanCollectInstanceProfiles(ctx context.Context, live []string) ([]ProfileChange, error) {
+	return p.collect(ctx, live, true)
+}
+
+// collect deletes (plan: reports) the profiles of the classes not among live
+// that no instance holds.
+func (p *Provider) collect(ctx context.Context, live []string, plan bool) ([]ProfileChange, error) {
 	if p.api.IAM == nil {
 		return nil, nil
 	}
@@ -74,9 +93,9 @@ func (p *Provider) CollectInstanceProfiles(ctx context.Context, live []string) (
 	}
 	c.mu.Unlock()
 	slices.Sort(pending)
-	var deleted []string
+	var deleted []ProfileChange
 	for _, class := range pending {
-		done, gone, err := p.collectProfile(ctx, class)
+		done, gone, err := p.collectProfile(ctx, class, plan)
 		if err != nil {
 			return deleted, err
 		}
@@ -86,7 +105,7 @@ func (p *Provider) CollectInstanceProfiles(ctx context.Context, live []string) (
 			c.mu.Unlock()
 		}
 		if gone != "" {
-			deleted = append(deleted, gone)
+			deleted = append(deleted, ProfileChange{Operation: "DeleteInstanceProfile", Profile: gone, NodeClass: class})
 		}
 	}
 	return deleted, nil
@@ -136,7 +155,8 @@ func (p *Provider) ManagedInstanceProfiles(ctx context.Context) ([]string, error
 // collectProfile deletes the managed profile of a class that is gone unless
 // an instance holds it. done says the class needs no more looking at (its
 // profile deleted, missing or not Joiner's); deleted names the profile deleted.
-func (p *Provider) collectProfile(ctx context.Context, class string) (done bool, deleted string, err error) {
+// With plan it deletes nothing and names the profile it would delete.
+func (p *Provider) collectProfile(ctx context.Context, class string, plan bool) (done bool, deleted string, err error) {
 	name := InstanceProfileName(p.cfg.ClusterName, p.cfg.Region, class)
 	ip, err := p.getProfile(ctx, name)
 	if err != nil || ip == nil {
@@ -154,6 +174,9 @@ func (p *Provider) collectProfile(ctx context.Context, class string) (done bool,
 		p.log.Info("EC2NodeClass is gone but instances still hold its instance profile; keeping it for now", "name", name,
 			"nodeClass", class, "instances", holders)
 		return false, "", nil
+	}
+	if plan {
+		return true, name, nil
 	}
 	ok, err := p.deleteProfile(ctx, ip, class)
 	if err != nil {

@@ -27,8 +27,8 @@ import (
 const (
 	// ModeAct carries decisions out (the default).
 	ModeAct = "act"
-	// ModeShadow decides as ModeAct does but only records: every write to EC2 and
-	// Kubernetes becomes a Decision in the summary, the log and the ShadowDecisions
+	// ModeShadow decides as ModeAct does but only records: every write to EC2, IAM
+	// and Kubernetes becomes a Decision in the summary, the log and the ShadowDecisions
 	// metric, so Joiner can run beside Karpenter and be compared with it.
 	ModeShadow = "shadow"
 )
@@ -53,11 +53,16 @@ const (
 	DecideSetDrifted      DecisionKind = "SetDrifted"
 	DecideLifecycle       DecisionKind = "Lifecycle"
 	DecideNodeClassStatus DecisionKind = "NodeClassStatus"
-	DecideNominate        DecisionKind = "Nominate"
-	DecideEvent           DecisionKind = "Event"
+	// DecideInstanceProfile is an IAM write that readies an EC2NodeClass's
+	// instance profile (create it, give it the class's role), and
+	// DecideDeleteInstanceProfile the deletion of a deleted class's profile.
+	DecideInstanceProfile       DecisionKind = "InstanceProfile"
+	DecideDeleteInstanceProfile DecisionKind = "DeleteInstanceProfile"
+	DecideNominate              DecisionKind = "Nominate"
+	DecideEvent                 DecisionKind = "Event"
 )
 
-// Decision is one write to EC2 or Kubernetes that an invocation decided on.
+// Decision is one write to EC2, IAM or Kubernetes that an invocation decided on.
 type Decision struct {
 	Kind         DecisionKind `json:"kind"`
 	At           time.Time    `json:"at"`
@@ -65,6 +70,7 @@ type Decision struct {
 	Node         string       `json:"node,omitempty"`
 	Instances    []string     `json:"instances,omitempty"`
 	NodePool     string       `json:"nodePool,omitempty"`
+	NodeClass    string       `json:"nodeClass,omitempty"`
 	InstanceType string       `json:"instanceType,omitempty"`
 	Zone         string       `json:"zone,omitempty"`
 	CapacityType string       `json:"capacityType,omitempty"`
@@ -330,10 +336,28 @@ func (r *Recorder) Launch(_ context.Context, req cloud.LaunchRequest) (cloud.Ins
 	return inst, nil
 }
 
-// ResolveNodeClass answers with the status the class has: resolving creates the
-// instance profile of a class with spec.role, an IAM write, and beside Karpenter its
-// nodeclass controller keeps that status current.
-func (r *Recorder) ResolveNodeClass(_ context.Context, nc *karpenter.EC2NodeClass) (cloud.Resolved, error) {
+// profilePlanner is a Cloud that can say, reading only, which IAM writes
+// readying and collecting instance profiles would make (*cloud.Provider).
+type profilePlanner interface {
+	PlanInstanceProfile(ctx context.Context, nc *karpenter.EC2NodeClass) ([]cloud.ProfileChange, error)
+	PlanCollectInstanceProfiles(ctx context.Context, live []string) ([]cloud.ProfileChange, error)
+}
+
+// ResolveNodeClass answers with the status the class has (beside Karpenter its
+// nodeclass controller keeps that status current) and records the IAM writes
+// resolving would make for the class's instance profile. A profile that cannot
+// be readied is the status write acting would make: InstanceProfileReady false.
+func (r *Recorder) ResolveNodeClass(ctx context.Context, nc *karpenter.EC2NodeClass) (cloud.Resolved, error) {
+	if p, ok := r.cloud.(profilePlanner); ok {
+		changes, err := p.PlanInstanceProfile(ctx, nc)
+		for _, c := range changes {
+			r.add(Decision{Kind: DecideInstanceProfile, NodeClass: c.NodeClass, Reason: c.Operation, Detail: c.String()})
+		}
+		if err != nil {
+			r.add(Decision{Kind: DecideNodeClassStatus, NodeClass: nc.Name, Detail: "EC2NodeClass/" + nc.Name + ": " +
+				cloud.ConditionInstanceProfileReady + "=false: " + err.Error()})
+		}
+	}
 	return cloud.Resolved{Status: nc.Status, AMIsResolved: len(nc.Status.AMIs) > 0}, nil
 }
 
@@ -342,10 +366,20 @@ func (r *Recorder) CapacityReservations(ctx context.Context, nc *karpenter.EC2No
 	return r.cloud.CapacityReservations(ctx, nc)
 }
 
-// CollectInstanceProfiles deletes nothing: beside Karpenter, its nodeclass
-// controller owns the profiles of deleted classes.
-func (r *Recorder) CollectInstanceProfiles(context.Context, []string) ([]string, error) {
-	return nil, nil
+// CollectInstanceProfiles records the deletions of the instance profiles of
+// deleted classes that acting would make, and answers with them as deleted.
+func (r *Recorder) CollectInstanceProfiles(ctx context.Context, live []string) ([]string, error) {
+	p, ok := r.cloud.(profilePlanner)
+	if !ok {
+		return nil, nil
+	}
+	changes, err := p.PlanCollectInstanceProfiles(ctx, live)
+	deleted := make([]string, 0, len(changes))
+	for _, c := range changes {
+		r.add(Decision{Kind: DecideDeleteInstanceProfile, NodeClass: c.NodeClass, Reason: c.Operation, Detail: c.String()})
+		deleted = append(deleted, c.Profile)
+	}
+	return deleted, err
 }
 
 // UpdateNodeClassStatus records a status that differs from the class's.
