@@ -227,6 +227,7 @@ func TestKarpenterTakesBackJoinersObjects(t *testing.T) {
 	if d := judge(); len(d) > 0 {
 		t.Errorf("Karpenter finds Joiner's NodeClaims drifted after its hash controllers ran: %v", d)
 	}
+	t.Logf("%d live NodeClaim(s), %d launched by Joiner: none drifted before or after Karpenter's hash controllers", len(claims), launchedByJoiner)
 	for _, o := range claims {
 		nc := &v1.NodeClaim{}
 		mustGet(t, ctx, kc, o.Name, nc)
@@ -244,6 +245,9 @@ func TestKarpenterTakesBackJoinersObjects(t *testing.T) {
 			}
 		}
 	}
+
+	t.Logf("every NodeClaim re-stamped with Karpenter's hashes (nodepool-hash-version %s, ec2nodeclass-hash-version %s)",
+		v1.NodePoolHashVersion, awsv1.EC2NodeClassHashVersion)
 
 	// From then on Karpenter's drift covers Joiner's nodes as its own: an edit
 	// of the NodePool's template drifts every NodeClaim, and so does one of the
@@ -263,6 +267,7 @@ func TestKarpenterTakesBackJoinersObjects(t *testing.T) {
 			t.Errorf("NodeClaim %s after a NodePool edit: drift %q, want %s", o.Name, d[o.Name], nodeclaimdisruption.NodePoolDrifted)
 		}
 	}
+	t.Logf("a NodePool template edit: %d NodeClaim(s) drifted (%s)", len(d), nodeclaimdisruption.NodePoolDrifted)
 	for _, o := range pools {
 		np := &v1.NodePool{}
 		mustGet(t, ctx, kc, o.Name, np)
@@ -286,6 +291,7 @@ func TestKarpenterTakesBackJoinersObjects(t *testing.T) {
 			t.Errorf("NodeClaim %s after an EC2NodeClass edit: drift %q, want NodeClassDrift", o.Name, d[o.Name])
 		}
 	}
+	t.Logf("an EC2NodeClass edit: %d NodeClaim(s) drifted (NodeClassDrift)", len(d))
 }
 
 // replayAdoption replays scenario 020 and returns the NodePools, EC2NodeClasses
