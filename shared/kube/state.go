@@ -96,11 +96,13 @@ func (c *Client) ReadState(ctx context.Context) (*ClusterState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
+	// The pod pages are read one after another, so one sharer serves them all.
+	share := newSharer()
 	rv := first.ResourceVersion
 	st.ResourceVersion = rv
 
 	var (
-		pods        = ptrs(first.Items)
+		pods        = podPtrs(first.Items, share)
 		nodes       []*corev1.Node
 		daemonSets  []*appsv1.DaemonSet
 		pdbs        []*policyv1.PodDisruptionBudget
@@ -117,7 +119,7 @@ func (c *Client) ReadState(ctx context.Context) (*ClusterState, error) {
 			if err != nil {
 				return fmt.Errorf("list pods (continue): %w", err)
 			}
-			pods = append(pods, ptrs(page.Items)...)
+			pods = append(pods, podPtrs(page.Items, share)...)
 			cont = page.Continue
 		}
 		return nil
@@ -305,6 +307,15 @@ func crdHint(err error) error {
 		return fmt.Errorf("%w (are the Karpenter CRDs installed? kubectl apply --server-side --field-manager=joiner -k deploy/)", err)
 	}
 	return err
+}
+
+// podPtrs is ptrs for a page of pods, each made to share with the read's others.
+func podPtrs(items []corev1.Pod, s *sharer) []*corev1.Pod {
+	out := ptrs(items)
+	for _, p := range out {
+		s.pod(p)
+	}
+	return out
 }
 
 func ptrs[T any](items []T) []*T {
