@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/singleflight"
 	"log/slog"
 	"sync"
 	"time"
@@ -178,8 +179,14 @@ type Provider struct {
 	profiles     *InstanceProfileCache
 	// profileErrs are this invocation's failures to ready a profile, by name.
 	profileErrs map[string]error
-	userData    map[string]string // rendering options → user data
-	dryRuns     []DryRunResult
+	// profileFlight readies each profile once when launches run concurrently:
+	// two AddRoleToInstanceProfile calls for one profile fail the second with
+	// LimitExceeded (a profile holds one role).
+	profileFlight singleflight.Group
+	// templateFlight finds or creates each launch template once at a time.
+	templateFlight singleflight.Group
+	userData       map[string]string // rendering options → user data
+	dryRuns        []DryRunResult
 	// unconfirmed are launches ConfirmLaunched has yet to check.
 	unconfirmed []pendingTags
 }

@@ -171,19 +171,27 @@ func (p *Provider) InstanceProfile(ctx context.Context, nc *karpenter.EC2NodeCla
 	if p.profiles.holds(name, role) {
 		return name, nil
 	}
-	p.mu.Lock()
-	err, failed := p.profileErrs[name]
-	p.mu.Unlock()
-	if failed {
-		// Asked once per invocation: every launch of a class would otherwise repeat it.
-		return "", err
-	}
-	err = p.ensureProfile(ctx, nc, name, role)
-	if err != nil {
-		err = fmt.Errorf("EC2NodeClass %s: instance profile %s for role %s: %w", nc.Name, name, role, err)
+	_, err, _ := p.profileFlight.Do(name+"\x00"+role, func() (any, error) {
+		if p.profiles.holds(name, role) { // readied by the call this one waited for
+			return nil, nil
+		}
 		p.mu.Lock()
-		p.profileErrs[name] = err
+		err, failed := p.profileErrs[name]
 		p.mu.Unlock()
+		if failed {
+			// Asked once per invocation: every launch of a class would otherwise repeat it.
+			return nil, err
+		}
+		if err := p.ensureProfile(ctx, nc, name, role); err != nil {
+			err = fmt.Errorf("EC2NodeClass %s: instance profile %s for role %s: %w", nc.Name, name, role, err)
+			p.mu.Lock()
+			p.profileErrs[name] = err
+			p.mu.Unlock()
+			return nil, err
+		}
+		return nil, nil
+	})
+	if err != nil {
 		return "", err
 	}
 	return name, nil

@@ -2,8 +2,10 @@ package cloud
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -388,6 +390,39 @@ func TestPlanInstanceProfiles(t *testing.T) {
 		}
 		if n := writes(); n != before || !e.profileExists(name) {
 			t.Errorf("planning wrote to IAM (%d writes, profile exists %v)", n-before, e.profileExists(name))
+		}
+	})
+}
+
+// Launches of one class run concurrently (the provisioner launches a burst's
+// nodes 32 at a time): the class's profile and launch template are readied once,
+// not once per launch; a second AddRoleToInstanceProfile would fail with
+// LimitExceeded, since a profile holds one role.
+func TestConcurrentLaunchesReadyTheProfileOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		nc := e.loadClass("al2023.yaml")
+		p := e.provider()
+		const n = 12
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = p.Launch(context.Background(), cpuRequest(nc, fmt.Sprintf("general-%d", i), []string{"m6i.large"}, nil))
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("launch %d: %v", i, err)
+			}
+		}
+		e.wantProfile(InstanceProfileName(testCluster, testRegion, nc.Name), testRole, nc.Name)
+		for _, action := range []string{"CreateInstanceProfile", "AddRoleToInstanceProfile", "CreateLaunchTemplate"} {
+			if c := e.proxy.count(action); c != 1 {
+				t.Errorf("%s called %d times for %d concurrent launches, want 1", action, c, n)
+			}
 		}
 	})
 }

@@ -184,6 +184,23 @@ func (p *Provider) ensureTemplate(ctx context.Context, nc *karpenter.EC2NodeClas
 	if ok {
 		return id, nil
 	}
+	if p.cfg.DryRun {
+		return p.createTemplate(ctx, nc, t, dry)
+	}
+	// Concurrent launches of one class need the template once, not a creation each.
+	v, err, _ := p.templateFlight.Do(t.name, func() (any, error) { return p.createTemplate(ctx, nc, t, dry) })
+	id, _ = v.(string)
+	return id, err
+}
+
+// createTemplate finds or creates the named launch template.
+func (p *Provider) createTemplate(ctx context.Context, nc *karpenter.EC2NodeClass, t templateSpec, dry *[]DryRunResult) (string, error) {
+	p.mu.Lock()
+	id, ok := p.templates[t.name]
+	p.mu.Unlock()
+	if ok {
+		return id, nil
+	}
 	id, err := p.findTemplate(ctx, t.name)
 	if err != nil || id != "" {
 		return id, err
