@@ -260,7 +260,7 @@ func (w *simWorld) newDeps(name string) func(context.Context) (*handlers.Deps, e
 			return nil, err
 		}
 		cluster := kube.New(w.kc.Clients(), kube.Options{ClusterName: w.cluster, Identity: identity, Now: w.clock.Now, Log: w.log, Sleep: w.sleep})
-		return &handlers.Deps{Config: w.cfg, Cluster: cluster, Cloud: prov, Log: w.log, Now: w.clock.Now, Identity: identity, Sleep: w.sleep,
+		return &handlers.Deps{Config: w.cfg, Cluster: cluster, Cloud: prov, Log: w.log, Now: w.clock.Now, Identity: identity, Sleep: w.sleep, LaunchConcurrency: 1,
 			ShadowMemory: handlers.NewSSMMemory(awsjson.NewSSM(w.sim.AWSConfig()), w.cluster)}, nil
 	}
 }

@@ -51,6 +51,10 @@ type Deps struct {
 	Identity string
 	// Sleep waits (simulated in replay); nil sleeps for real.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// LaunchConcurrency is how many planned nodes are created and launched at
+	// once: 0 is defaultLaunchConcurrency; 1 keeps plan order, which replay needs
+	// for names and instance IDs that do not depend on timing.
+	LaunchConcurrency int
 	// ShadowMemory keeps, in shadow mode, what a round would have written that the
 	// next round needs (Empty marks, removals); nil keeps nothing between rounds.
 	ShadowMemory MemoryStore
@@ -82,6 +86,13 @@ func (d *Deps) preparedFor(cat *catalog.Catalog) *packer.Prepared {
 		d.prepared.p = packer.PrepareFrom(d.prepared.p, cat)
 	}
 	return d.prepared.p
+}
+
+func (d *Deps) launchConcurrency() int {
+	if d.LaunchConcurrency > 0 {
+		return d.LaunchConcurrency
+	}
+	return defaultLaunchConcurrency
 }
 
 func (d *Deps) now() time.Time {

@@ -14,8 +14,8 @@ import (
 )
 
 // TestNominatedEventsPerPodThenPerNodeClaim: a small batch gets one Nominated Event
-// per pod, as Karpenter writes them; past perPodNominations each NodeClaim gets one
-// naming its pods, within an Event note's size.
+// per pod, as Karpenter writes them; past perPodNominations each NodeClaim's one
+// Launched Event names its pods, within an Event note's size.
 func TestNominatedEventsPerPodThenPerNodeClaim(t *testing.T) {
 	sim := startSim(t)
 	crs := poolObjects(t)
@@ -36,52 +36,39 @@ func TestNominatedEventsPerPodThenPerNodeClaim(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			perPod, perClaim := map[string]bool{}, map[string]string{}
+			perPod, launched := map[string]bool{}, map[string]string{}
 			for _, e := range list.Items {
-				if e.Reason != kube.ReasonNominated {
-					continue
-				}
-				switch e.Regarding.Kind {
-				case "Pod":
+				switch {
+				case e.Reason == kube.ReasonNominated && e.Regarding.Kind == "Pod":
 					perPod[e.Regarding.Name] = true
-				case karpenter.NodeClaimKind:
-					perClaim[e.Regarding.Name] = e.Note
+				case e.Reason == kube.ReasonNominated:
+					t.Errorf("Nominated Event on a %s", e.Regarding.Kind)
+				case e.Reason == kube.ReasonLaunched && e.Regarding.Kind == karpenter.NodeClaimKind:
+					launched[e.Regarding.Name] = e.Note
 				}
 			}
+			if len(launched) != len(s.NodesLaunched) {
+				t.Errorf("%d Launched Events for %d NodeClaims", len(launched), len(s.NodesLaunched))
+			}
 			if n <= perPodNominations {
-				if len(perPod) != n || len(perClaim) != 0 {
-					t.Errorf("%d pods: %d per-pod and %d per-NodeClaim Nominated Events, want %d per pod", n, len(perPod), len(perClaim), n)
+				if len(perPod) != n {
+					t.Errorf("%d pods: %d per-pod Nominated Events, want one per pod", n, len(perPod))
+				}
+				for claim, note := range launched {
+					if strings.Contains(note, "bench/app-") {
+						t.Errorf("NodeClaim %s's Launched Event names pods although each pod has its own: %s", claim, note)
+					}
 				}
 				return
 			}
-			if len(perPod) != 0 || len(perClaim) != len(s.NodesLaunched) {
-				t.Errorf("%d pods: %d per-pod and %d per-NodeClaim Nominated Events, want one per NodeClaim (%d)", n, len(perPod), len(perClaim), len(s.NodesLaunched))
+			if len(perPod) != 0 {
+				t.Errorf("%d pods: %d per-pod Nominated Events, want none (the Launched Events name them)", n, len(perPod))
 			}
-			for claim, note := range perClaim {
-				if len(note) > 1000 || !strings.Contains(note, "nodeclaim/"+claim) || !strings.Contains(note, "bench/app-") {
+			for claim, note := range launched {
+				if len(note) > 1000 || !strings.HasPrefix(note, "Launched instance i-") || !strings.Contains(note, "pod(s) should schedule on it: bench/app-") {
 					t.Errorf("NodeClaim %s note (%d bytes): %s", claim, len(note), note)
 				}
 			}
 		})
-	}
-}
-
-// TestNominationNoteFitsAnEvent: the note names as many pods as fit in 1 kB and
-// counts the rest.
-func TestNominationNoteFitsAnEvent(t *testing.T) {
-	var pods []string
-	for i := 0; i < 200; i++ {
-		pods = append(pods, fmt.Sprintf("default/web-%03d", i))
-	}
-	note := nominationNote("nodeclaim/default-abcde (spot m6g.large in us-east-1a)", pods)
-	if len(note) > 1000 || !strings.HasPrefix(note, "200 pod(s) should schedule on: nodeclaim/default-abcde") || !strings.Contains(note, " default/web-000 ") {
-		t.Fatalf("note (%d bytes): %s", len(note), note)
-	}
-	named := strings.Count(note, "default/web-")
-	if !strings.HasSuffix(note, fmt.Sprintf(" and %d more", 200-named)) {
-		t.Errorf("note names %d pods but ends %q", named, note[len(note)-20:])
-	}
-	if short := nominationNote("nodeclaim/x", pods[:2]); short != "2 pod(s) should schedule on: nodeclaim/x: default/web-000 default/web-001" {
-		t.Errorf("short note %q", short)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,12 +28,16 @@ type launched struct {
 	Price     float64
 }
 
-// launchWriters bounds the concurrent API-server writes that record launches.
-const launchWriters = 8
+// defaultLaunchConcurrency is how many planned nodes are created, launched and
+// recorded at once. A CreateFleet call takes about a second in an account and a
+// burst plans a thousand nodes: one after another they would take a quarter of an
+// hour. The client's rate limit (kube/access) and EC2's retrying client keep the
+// two APIs' budgets.
+const defaultLaunchConcurrency = 32
 
 // perPodNominations is the most pods one invocation nominates with an Event each, as
-// Karpenter does. Past it each NodeClaim gets one Nominated Event naming its pods:
-// a thousand per-pod Events cost the API server seconds, far more than the decision.
+// Karpenter does. Past it each NodeClaim's Launched Event names its pods: a
+// thousand per-pod Events cost the API server seconds, far more than the decision.
 const perPodNominations = 100
 
 // launchJob is one planned node on its way to a launched NodeClaim.
@@ -92,12 +95,6 @@ func (d *Deps) launchPlan(ctx context.Context, st *kube.ClusterState, cat *catal
 	}
 	var out []launched
 	var evs []kube.Event
-	nominated := 0
-	for _, j := range jobs {
-		if j.err == nil && j.claim != nil {
-			nominated += len(j.nn.Pods)
-		}
-	}
 	for _, j := range jobs {
 		if j.err != nil {
 			sum.fail(j.err)
@@ -121,12 +118,10 @@ func (d *Deps) launchPlan(ctx context.Context, st *kube.ClusterState, cat *catal
 		sum.NodesLaunched = append(sum.NodesLaunched, l.NodeClaim)
 		sum.PricePerHour += l.Price
 		d.Metrics.Add("NodesLaunched", "Count", 1)
-		target := fmt.Sprintf("nodeclaim/%s (%s %s in %s)", l.NodeClaim, l.Instance.CapacityType, l.Instance.InstanceType, l.Instance.Zone)
-		if nominated > perPodNominations {
-			evs = append(evs, kube.Event{Regarding: kube.NodeClaimRef(j.claim), Type: corev1.EventTypeNormal, Reason: kube.ReasonNominated,
-				Action: "Nominate", Note: nominationNote(target, j.nn.Pods)})
+		if j.rec.Pods != nil { // the Launched Event named them
 			continue
 		}
+		target := fmt.Sprintf("nodeclaim/%s (%s %s in %s)", l.NodeClaim, l.Instance.CapacityType, l.Instance.InstanceType, l.Instance.Zone)
 		for _, key := range j.nn.Pods {
 			if p := pods[key]; p != nil {
 				evs = append(evs, kube.Event{Regarding: kube.PodRef(p), Type: corev1.EventTypeNormal, Reason: kube.ReasonNominated,
@@ -138,77 +133,51 @@ func (d *Deps) launchPlan(ctx context.Context, st *kube.ClusterState, cat *catal
 	return out
 }
 
-// nominationNote names a NodeClaim's pods within an Event note's 1 kB.
-func nominationNote(target string, pods []string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d pod(s) should schedule on: %s:", len(pods), target)
-	for i, key := range pods {
-		more := fmt.Sprintf(" and %d more", len(pods)-i)
-		if b.Len()+1+len(key)+len(more) > 1000 {
-			b.WriteString(more)
-			break
-		}
-		b.WriteString(" " + key)
-	}
-	return b.String()
-}
-
-// launchJobs creates the NodeClaims and launches their instances, each one after
-// another in plan order: NodeClaim names (generateName in the API server, a counter
-// in replay's) and the simulator's IDs and addresses then do not depend on timing,
-// so a replay is repeatable. The two sequences overlap (one NodeClaim's instance
-// launches while the next NodeClaim is written), and recording each launch on its
-// NodeClaim, the writes that dominate against a real API server, runs concurrently
-// once every NodeClaim exists: recording writes Events, which must not interleave
-// with the NodeClaims' creation for the names to stay put.
+// launchJobs creates every planned node's NodeClaim, then launches the instances
+// and records each launch on its NodeClaim. The NodeClaims come first so a
+// concurrent invocation already counts them; the creations, and then the launches
+// with their records, run d.launchConcurrency() at a time. At one at a time (replay)
+// they go in plan order, so NodeClaim names (generateName, a counter in replay's
+// cluster) and the simulator's IDs and addresses do not depend on timing and a
+// replay is repeatable. Past perPodNominations pods, each Launched Event names the
+// NodeClaim's pods instead of an Event per pod.
 func (d *Deps) launchJobs(ctx context.Context, cat *catalog.Catalog, jobs []*launchJob, reason string) {
-	created := make(chan *launchJob, len(jobs))
-	allCreated := make(chan struct{})
-	go func() {
-		defer close(created)
-		defer close(allCreated)
-		for _, j := range jobs {
-			if j.err != nil {
-				continue
-			}
-			nc, err := d.Cluster.CreateNodeClaim(ctx, nodeClaimFor(j.pool, j.class, j.nn))
-			if err != nil {
-				j.err = fmt.Errorf("pods %v: %w", j.nn.Pods, err)
-				continue
-			}
-			j.claim = nc
-			created <- j
+	pods := 0
+	for _, j := range jobs {
+		if j.err == nil {
+			pods += len(j.nn.Pods)
 		}
-	}()
+	}
+	par := d.launchConcurrency()
+	forEach(jobs, par, func(j *launchJob) {
+		nc, err := d.Cluster.CreateNodeClaim(ctx, nodeClaimFor(j.pool, j.class, j.nn))
+		if err != nil {
+			j.err = fmt.Errorf("pods %v: %w", j.nn.Pods, err)
+			return
+		}
+		j.claim = nc
+	})
 	bg := context.WithoutCancel(ctx)
-	sem := make(chan struct{}, launchWriters)
-	var wg sync.WaitGroup
-	for j := range created {
+	forEach(jobs, par, func(j *launchJob) {
 		req := launchRequest(j.pool, j.class, j.nn)
 		req.NodeClaim = j.claim.Name
 		inst, err := d.Cloud.Launch(ctx, req)
 		if err != nil {
 			// Remove the NodeClaim (terminating whatever the failed launch left) so the
 			// pods are planned afresh next time.
-			<-allCreated
 			ferr := d.Cluster.MarkLaunchFailed(bg, j.claim.Name, err, terminator{d.Cloud})
 			j.err = errors.Join(fmt.Errorf("launch NodeClaim %s for pods %v: %w", j.claim.Name, j.nn.Pods, err), ferr)
-			continue
+			return
 		}
 		j.inst = inst
 		j.rec, j.price = launchRecord(cat, j.class, j.nn, inst)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-allCreated
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			// One attempt here; retries wait (on replay's simulated clock too), so
-			// they run afterwards, one at a time.
-			_, j.recordErr = d.Cluster.MarkLaunched(bg, j.claim.Name, j.rec)
-		}()
-	}
-	wg.Wait()
+		if pods > perPodNominations {
+			j.rec.Pods = j.nn.Pods
+		}
+		// One attempt here; retries wait (on replay's simulated clock too), so
+		// they run afterwards, one at a time.
+		_, j.recordErr = d.Cluster.MarkLaunched(bg, j.claim.Name, j.rec)
+	})
 	if err := d.Cloud.ConfirmLaunched(bg); err != nil {
 		d.log().Error("could not confirm the tags of launched instances", "error", err.Error())
 	}
@@ -230,6 +199,33 @@ func (d *Deps) launchJobs(ctx context.Context, cat *catalog.Catalog, jobs []*lau
 		d.log().Info("launched", "nodeclaim", j.claim.Name, "reason", reason, "instance", j.inst.ID, "type", j.inst.InstanceType,
 			"zone", j.inst.Zone, "capacityType", j.inst.CapacityType, "pods", len(j.nn.Pods), "fleetCalls", j.inst.FleetCalls)
 	}
+}
+
+// forEach runs fn on each job that has not failed, par at a time; at one at a
+// time, in order.
+func forEach(jobs []*launchJob, par int, fn func(*launchJob)) {
+	if par <= 1 {
+		for _, j := range jobs {
+			if j.err == nil {
+				fn(j)
+			}
+		}
+		return
+	}
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		if j.err != nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(j)
+		}()
+	}
+	wg.Wait()
 }
 
 func (d *Deps) dryRunLaunch(ctx context.Context, j *launchJob) {

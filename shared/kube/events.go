@@ -178,6 +178,22 @@ func NodeClaimRef(nc *karpenter.NodeClaim) corev1.ObjectReference {
 	return corev1.ObjectReference{Kind: karpenter.NodeClaimKind, APIVersion: karpenter.APIVersion, Name: nc.Name, UID: nc.UID}
 }
 
+// NoteNamingPods is head followed by "N pod(s) should schedule on it:" and as many
+// of pods as fit an Event note's 1 kB, counting the rest.
+func NoteNamingPods(head string, pods []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s%d pod(s) should schedule on it:", head, len(pods))
+	for i, key := range pods {
+		more := fmt.Sprintf(" and %d more", len(pods)-i)
+		if b.Len()+1+len(key)+len(more) > 1000 {
+			b.WriteString(more)
+			break
+		}
+		b.WriteString(" " + key)
+	}
+	return b.String()
+}
+
 // Nominate records, on each pod, the node or NodeClaim it is expected to land on
 // (Karpenter's "Nominated" Event); target is e.g. "nodeclaim/default-x7k2p" or "node/ip-10-0-1-2".
 func (c *Client) Nominate(ctx context.Context, pods []*corev1.Pod, target string) {

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -316,5 +317,25 @@ func TestTaintRebalanceOnce(t *testing.T) {
 	}
 	if taints := st.AllNodes[0].Spec.Taints; len(taints) != 1 || !taints[0].MatchTaint(&RebalanceTaint) || patches != 1 {
 		t.Errorf("taints %v after %d patches; want %s once, one patch", taints, patches, RebalanceTaint.ToString())
+	}
+}
+
+// TestNoteNamingPodsFitsAnEvent: the note names as many pods as fit in 1 kB and
+// counts the rest.
+func TestNoteNamingPodsFitsAnEvent(t *testing.T) {
+	var pods []string
+	for i := 0; i < 200; i++ {
+		pods = append(pods, fmt.Sprintf("default/web-%03d", i))
+	}
+	note := NoteNamingPods("Launched instance i-0abc (m6g.large, us-east-1a, spot); ", pods)
+	if len(note) > 1000 || !strings.HasPrefix(note, "Launched instance i-0abc (m6g.large, us-east-1a, spot); 200 pod(s) should schedule on it: default/web-000 ") {
+		t.Fatalf("note (%d bytes): %s", len(note), note)
+	}
+	named := strings.Count(note, "default/web-")
+	if !strings.HasSuffix(note, fmt.Sprintf(" and %d more", 200-named)) {
+		t.Errorf("note names %d pods but ends %q", named, note[len(note)-20:])
+	}
+	if short := NoteNamingPods("x: ", pods[:2]); short != "x: 2 pod(s) should schedule on it: default/web-000 default/web-001" {
+		t.Errorf("short note %q", short)
 	}
 }

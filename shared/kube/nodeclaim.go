@@ -30,10 +30,9 @@ const (
 
 // Condition reasons, as Karpenter writes them.
 const (
-	ReasonAwaitingLaunch        = "AwaitingLaunch"
 	ReasonLaunchFailedCondition = "LaunchFailed"
-	ReasonNodeNotFound          = "NodeNotFound"
 	ReasonNotLaunched           = "NotLaunched"
+	ReasonNodeNotFound          = "NodeNotFound"
 	ReasonUnhealthyDependents   = "UnhealthyDependents"
 	ReasonReconcilingDependents = "ReconcilingDependents"
 )
@@ -57,6 +56,9 @@ type Launch struct {
 	Allocatable  corev1.ResourceList
 	// Labels are further labels of the chosen instance type (arch, family, ...).
 	Labels map[string]string
+	// Pods are the pods planned onto the node, named in the Launched Event; nil
+	// names none (the caller tells each pod with a Nominated Event of its own).
+	Pods []string
 }
 
 // CreateNodeClaim writes nc before its instance is launched, so a concurrent
@@ -85,6 +87,12 @@ func (c *Client) CreateNodeClaim(ctx context.Context, nc *karpenter.NodeClaim) (
 	if !slices.Contains(nc.Finalizers, karpenter.TerminationFinalizer) {
 		nc.Finalizers = append(nc.Finalizers, karpenter.TerminationFinalizer)
 	}
+	// No status: the API server drops it on create, and the conditions are
+	// written once, with the launch (MarkLaunched or MarkLaunchFailed), as
+	// Karpenter's lifecycle controller writes them. Until then the NodeClaim
+	// counts as in flight, and a launch that never happens times out from its
+	// creation (lifecycle.Decide). A separate write of "not launched yet"
+	// conditions was one request per node of a 1,000-node burst.
 	nc.Status = karpenter.NodeClaimStatus{}
 	u, err := NodeClaimToUnstructured(nc)
 	if err != nil {
@@ -94,23 +102,7 @@ func (c *Client) CreateNodeClaim(ctx context.Context, nc *karpenter.NodeClaim) (
 	if err != nil {
 		return nil, fmt.Errorf("create NodeClaim %s: %w", nc.Name+nc.GenerateName, crdHint(err))
 	}
-	out, err := NodeClaimFromUnstructured(created)
-	if err != nil {
-		return nil, err
-	}
-	now := c.now()
-	setCond(&out.Status.Conditions, karpenter.ConditionLaunched, metav1.ConditionUnknown, ReasonAwaitingLaunch, "Instance not launched yet", now, out.Generation)
-	setCond(&out.Status.Conditions, karpenter.ConditionRegistered, metav1.ConditionUnknown, ReasonNotLaunched, "Node not launched", now, out.Generation)
-	setCond(&out.Status.Conditions, karpenter.ConditionInitialized, metav1.ConditionUnknown, ReasonNotLaunched, "Node not launched", now, out.Generation)
-	setReady(&out.Status.Conditions, now, out.Generation)
-	withStatus, err := c.patchNodeClaimStatus(ctx, out)
-	if err != nil {
-		// The claim exists and counts as in-flight; its conditions are only cosmetic
-		// until MarkLaunched writes them, so the launch may go on.
-		c.log.WarnContext(ctx, "NodeClaim created without initial conditions", "nodeclaim", out.Name, "error", err.Error())
-		return out, nil
-	}
-	return withStatus, nil
+	return NodeClaimFromUnstructured(created)
 }
 
 // MarkLaunched records the launched instance: labels for instance type, zone and
@@ -149,7 +141,11 @@ func (c *Client) MarkLaunched(ctx context.Context, name string, l Launch) (*karp
 	if err != nil {
 		return nil, err
 	}
-	c.normal(ctx, NodeClaimRef(out), ReasonLaunched, "Launch", fmt.Sprintf("Launched instance %s (%s, %s, %s)", facts.InstanceID(l.ProviderID), l.InstanceType, l.Zone, l.CapacityType))
+	note := fmt.Sprintf("Launched instance %s (%s, %s, %s)", facts.InstanceID(l.ProviderID), l.InstanceType, l.Zone, l.CapacityType)
+	if len(l.Pods) > 0 {
+		note = NoteNamingPods(note+"; ", l.Pods)
+	}
+	c.normal(ctx, NodeClaimRef(out), ReasonLaunched, "Launch", note)
 	return out, nil
 }
 
@@ -170,6 +166,8 @@ func (c *Client) MarkLaunchFailed(ctx context.Context, name string, cause error,
 		msg = cause.Error()
 	}
 	setCond(&nc.Status.Conditions, karpenter.ConditionLaunched, metav1.ConditionFalse, ReasonLaunchFailedCondition, msg, now, nc.Generation)
+	setCond(&nc.Status.Conditions, karpenter.ConditionRegistered, metav1.ConditionUnknown, ReasonNotLaunched, "Node not launched", now, nc.Generation)
+	setCond(&nc.Status.Conditions, karpenter.ConditionInitialized, metav1.ConditionUnknown, ReasonNotLaunched, "Node not launched", now, nc.Generation)
 	setReady(&nc.Status.Conditions, now, nc.Generation)
 	if nc, err = c.patchNodeClaimStatus(ctx, nc); err != nil {
 		return err

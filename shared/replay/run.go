@@ -355,7 +355,7 @@ func (r *run) newDeps(name string) func(context.Context) (*handlers.Deps, error)
 		cluster := kube.New(r.kc.Clients(), kube.Options{ClusterName: r.sc.Cluster, Identity: identity, Now: r.clock.Now,
 			Log: r.log, Sleep: r.sleep})
 		return &handlers.Deps{Config: r.cfg, Cluster: cluster, Cloud: prov, Log: r.log, Now: r.clock.Now,
-			Identity: identity, Sleep: r.sleep}, nil
+			Identity: identity, Sleep: r.sleep, LaunchConcurrency: 1}, nil
 	}
 }
 
