@@ -24,7 +24,7 @@ done
 # each decision's milliseconds, and the control plane's bill, which prices the
 # functions' measured milliseconds (Lambda GB-s) and log bytes (which hold them).
 JOINER_RUN="$bin/joiner-run" "$bin/joiner" replay 2>&1 \
-  | sed -E 's/simulated in [0-9.]+(µs|ms|s|m[0-9.]+s)/simulated in <wall>/; s/"decisionMillis": ?[0-9.e+-]+/"decisionMillis": 0/' \
+  | sed -E 's/simulated in [0-9.]+(µs|ms|s|m[0-9.]+s)/simulated in <wall>/; s/"decisionMillis": ?[0-9.e+-]+/"decisionMillis": 0/; s/"phaseMillis": ?\{[^}]*\}/"phaseMillis": {}/' \
   | sed -E '/^ *control plane /{s/ [0-9]+ ms / <ms> /g; s/= [0-9]+ GB-s/= <GB-s>/g}; /^ *control plane cost /{s/\$[0-9.]+\/month \(Lambda \$[0-9.]+/$<wall>\/month (Lambda $<wall>/; s/Logs \$[0-9.]+ for [0-9.]+ GB/Logs <wall>/}' \
   > "$out/replay.txt" || true
 ls "$out" | sed 's/^/  /'

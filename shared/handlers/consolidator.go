@@ -67,10 +67,12 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 		return err
 	}
 	defer release()
+	start := time.Now()
 	st, err := d.readReconciled(ctx)
 	if err != nil {
 		return err
 	}
+	sum.took(PhaseRead, start)
 	if st, err = d.clearStaleDisruptions(ctx, st, sum); err != nil {
 		return err
 	}
@@ -89,6 +91,7 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 	// The search's time is real time (a replay's simulated clock does not advance
 	// while it thinks), so its deadline is read from the system clock.
 	budget := searchBudget(ctx)
+	start = time.Now()
 	dec := disruption.Decide(disruption.Input{Now: d.now(), Snapshot: &snap, NodeClaims: st.NodeClaims, PDBs: st.PDBs,
 		Options: disruption.Options{MinSavingsFraction: d.Config.MinSavingsFraction, Packer: packer.Options{Prepared: d.preparedFor(cat)},
 			Deadline: time.Now().Add(budget), Clock: time.Now}})
@@ -103,6 +106,9 @@ func runConsolidator(ctx context.Context, d *Deps, ev events.Event, sum *Summary
 	for _, b := range dec.Blocked {
 		d.log().Info("not disrupted", "node", b.Node, "reason", b.Reason)
 	}
+	sum.took(PhaseDecide, start)
+	start = time.Now()
+	defer sum.took(PhaseAct, start)
 	d.recordConditions(ctx, dec.Actions)
 	var done []string
 	for _, cmd := range dec.Commands() {

@@ -43,6 +43,11 @@ type Summary struct {
 	PricePerHour   float64 `json:"launchedPricePerHour,omitempty"`
 	SavingsPerHour float64 `json:"savingsPerHour,omitempty"`
 	DecisionMillis float64 `json:"decisionMillis"`
+	// PhaseMillis splits DecisionMillis: reading the cluster (with its
+	// reconciliation), deciding (the plan or the consolidation search), and
+	// acting on the decision (NodeClaims, launches, drains). At scale it says
+	// which one a slow invocation waited on.
+	PhaseMillis map[string]float64 `json:"phaseMillis,omitempty"`
 	// SearchStopped names the limit that cut the consolidator's search short
 	// (disruption.Summary.SearchStopped); the untried candidates wait a round.
 	SearchStopped string               `json:"searchStopped,omitempty"`
@@ -51,6 +56,21 @@ type Summary struct {
 	Mode   string     `json:"mode,omitempty"`
 	Shadow []Decision `json:"shadow,omitempty"`
 	Errors []string   `json:"errors,omitempty"`
+}
+
+// Phases of an invocation, the keys of Summary.PhaseMillis.
+const (
+	PhaseRead   = "read"
+	PhaseDecide = "decide"
+	PhaseAct    = "act"
+)
+
+// took records that phase ran from start until now.
+func (s *Summary) took(phase string, start time.Time) {
+	if s.PhaseMillis == nil {
+		s.PhaseMillis = map[string]float64{}
+	}
+	s.PhaseMillis[phase] += float64(time.Since(start).Microseconds()) / 1000
 }
 
 func (s *Summary) fail(err error) {

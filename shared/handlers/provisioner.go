@@ -44,10 +44,12 @@ func runProvisioner(ctx context.Context, d *Deps, ev events.Event, sum *Summary)
 		return err
 	}
 	defer release()
+	start := time.Now()
 	st, err := d.readReconciled(ctx)
 	if err != nil {
 		return err
 	}
+	sum.took(PhaseRead, start)
 	sum.PodsPending = len(st.Snapshot.Pods)
 	d.Metrics.Add("PodsPending", "Count", float64(sum.PodsPending))
 	// The pods of nodes being deleted are planned with the pending ones, so their
@@ -58,6 +60,7 @@ func runProvisioner(ctx context.Context, d *Deps, ev events.Event, sum *Summary)
 		sum.Action = "nothing pending"
 		return nil
 	}
+	start = time.Now()
 	cat, err := d.catalogFor(ctx)
 	if err != nil {
 		return err
@@ -65,6 +68,9 @@ func runProvisioner(ctx context.Context, d *Deps, ev events.Event, sum *Summary)
 	snap.Catalog = cat
 	snap.Reservations = d.reservations(ctx, snap.NodeClasses)
 	plan := packer.Solve(&snap, packer.Options{Explain: true, Prepared: d.preparedFor(snap.Catalog)})
+	sum.took(PhaseDecide, start)
+	start = time.Now()
+	defer sum.took(PhaseAct, start)
 	d.reportUnschedulable(ctx, st, plan)
 	got := d.launchPlan(ctx, st, cat, plan, "provisioning", sum)
 	if !d.Config.DryRun {
