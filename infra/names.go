@@ -9,14 +9,10 @@ const (
 	EnvClusterName   = access.EnvClusterName // the cluster's name (EKS name; ownership tag)
 	EnvSecretArn     = access.EnvSecretARN   // self-managed: endpoint, CA and token
 
-	EnvDryRun                  = "JOINER_DRY_RUN"                   // "true": decide and log, mutate nothing
-	EnvRebalanceMode           = "JOINER_REBALANCE_MODE"            // ignore | taint | replace
-	EnvMode                    = "JOINER_MODE"                      // act | shadow: shadow decides and records only
-	EnvNodeRoleArn             = "JOINER_NODE_ROLE_ARN"             // the role passed to instances
-	EnvNodeRoleName            = "JOINER_NODE_ROLE_NAME"            // EC2NodeClass spec.role must name it
-	EnvBootstrapTokenParameter = "JOINER_BOOTSTRAP_TOKEN_PARAMETER" // self-managed: SSM parameter with the join token
-	EnvFunction                = "JOINER_FUNCTION"                  // provisioner | interruption | consolidator
-	EnvClusterCIDR             = "JOINER_CLUSTER_CIDR"              // the service CIDR (-c serviceCidr), for user data
+	EnvDryRun        = "JOINER_DRY_RUN"        // "true": decide and log, mutate nothing
+	EnvRebalanceMode = "JOINER_REBALANCE_MODE" // ignore | taint | replace
+	EnvMode          = "JOINER_MODE"           // act | shadow: shadow decides and records only
+	EnvClusterCIDR   = "JOINER_CLUSTER_CIDR"   // the service CIDR (-c serviceCidr), for user data
 )
 
 // The figures of the functions' "metrics" log line (shared/handlers.MetricsMessage),

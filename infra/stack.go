@@ -197,17 +197,12 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 		EnvDryRun:        jsii.String(fmt.Sprint(cfg.DryRun)),
 		EnvRebalanceMode: jsii.String(cfg.RebalanceMode),
 		EnvMode:          jsii.String(cfg.Mode),
-		EnvNodeRoleArn:   nodeRole.RoleArn(),
-		EnvNodeRoleName:  jsii.String(cfg.NodeRoleName()),
 	}
 	if cfg.Kind == KindSelfManaged {
 		env[EnvSecretArn] = jsii.String(cfg.SecretArn)
 	}
 	if cfg.ServiceCIDR != "" {
 		env[EnvClusterCIDR] = jsii.String(cfg.ServiceCIDR)
-	}
-	if cfg.BootstrapTokenParameter != "" {
-		env[EnvBootstrapTokenParameter] = jsii.String(cfg.BootstrapTokenParameter)
 	}
 	var logGroupArns []string
 	logGroupNames := map[string]*string{}
@@ -221,10 +216,6 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 		logGroupNames[spec.Name] = lg.LogGroupName()
 		dlq := queue(id + "DLQ")
 		queues[id+"DLQ"] = dlq
-		fenv := map[string]*string{EnvFunction: jsii.String(spec.Name)}
-		for k, v := range env {
-			fenv[k] = v
-		}
 		fn := awslambda.NewFunction(st, jsii.String(id), &awslambda.FunctionProps{
 			Description:           jsii.String(spec.Description),
 			Runtime:               awslambda.Runtime_PROVIDED_AL2023(),
@@ -234,7 +225,7 @@ func NewStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) 
 			MemorySize:            jsii.Number(spec.MemoryMB),
 			Timeout:               awscdk.Duration_Seconds(jsii.Number(spec.TimeoutSec)),
 			Role:                  fnRole,
-			Environment:           &fenv,
+			Environment:           &env,
 			LoggingFormat:         awslambda.LoggingFormat_JSON,
 			ApplicationLogLevelV2: awslambda.ApplicationLogLevel(cfg.LogLevel),
 			SystemLogLevelV2:      awslambda.SystemLogLevel_WARN,

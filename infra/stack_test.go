@@ -277,19 +277,14 @@ func TestFunctions(t *testing.T) {
 				t.Errorf("%s: DLQ %v", id, dlq)
 			}
 			env := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+			// Only what the functions read: the node role comes from each
+			// EC2NodeClass's spec.role, the join token from its annotations.
 			wantEnv := map[string]any{
-				EnvFunction: spec.Name, EnvClusterAccess: string(s.cfg.Kind), EnvClusterName: s.cfg.ClusterName,
+				EnvClusterAccess: string(s.cfg.Kind), EnvClusterName: s.cfg.ClusterName,
 				EnvDryRun: map[bool]string{true: "true", false: "false"}[s.cfg.DryRun], EnvRebalanceMode: s.cfg.RebalanceMode, EnvMode: s.cfg.Mode,
-				EnvNodeRoleName: s.cfg.NodeRoleName(),
-			}
-			if s.cfg.NodeRoleArn != "" {
-				wantEnv[EnvNodeRoleArn] = s.cfg.NodeRoleArn
-			} else {
-				wantEnv[EnvNodeRoleArn] = "${NodeRoleB5643E21.Arn}"
 			}
 			if s.cfg.Kind == KindSelfManaged {
 				wantEnv[EnvSecretArn] = secretArn
-				wantEnv[EnvBootstrapTokenParameter] = "/joiner/kubean-prod/bootstrap-token"
 				wantEnv[EnvClusterCIDR] = "10.96.0.0/12"
 			}
 			if !reflect.DeepEqual(env, wantEnv) {
