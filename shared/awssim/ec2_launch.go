@@ -63,6 +63,11 @@ func (s *Sim) launchBlocker(pl *pool, ct string, u *usage) (code, msg string) {
 	}
 	cat, offered := s.catPrice[o]
 	if !offered {
+		// moto launches any type anywhere. "Error codes for the Amazon EC2 API":
+		// Unsupported, "The specified request is unsupported. For example, you
+		// might be trying to launch an instance in an Availability Zone that
+		// currently has constraints on that instance type. The returned message
+		// provides details of the unsupported request."; the message is EC2's.
 		msg := fmt.Sprintf("Your requested instance type (%s) is not supported in your requested Availability Zone (%s).", o.InstanceType, o.Zone)
 		if zones := s.offeredZones(o.InstanceType, ct); len(zones) > 0 {
 			msg += fmt.Sprintf(" Please retry your request by not specifying an Availability Zone or choosing %s.", strings.Join(zones, ", "))
@@ -333,7 +338,14 @@ func (s *Sim) checkImage(imageID, instanceType string) (code, msg string) {
 	img, ok := s.w.images.get(imageID)
 	if !ok || img.State == imageDeregistered {
 		// A deregistered image is gone for launches, even from a launch template
-		// that still names it.
+		// that still names it (DeregisterImage: "After you deregister an AMI, it
+		// can't be used to launch new instances."); moto deletes the image, so a
+		// launch there finds no image. "Error codes for the Amazon EC2 API" has
+		// InvalidAMIID.NotFound, "The specified AMI doesn't exist. ...", and
+		// InvalidAMIID.Unavailable, "The specified AMI has been deregistered or is
+		// in a transitional state. ...": EC2 may answer either for a deregistered
+		// image, and Joiner treats both alike (a launch error that is not about
+		// capacity). The simulator answers the first, with EC2's message.
 		return "InvalidAMIID.NotFound", fmt.Sprintf("The image id '[%s]' does not exist", imageID)
 	}
 	if img.State != "available" {

@@ -47,7 +47,13 @@ func (s *Sim) ltXML(lt *LaunchTemplate) xLaunchTemplate {
 	}
 }
 
-// maxUserData is EC2's limit on user data before base64 encoding.
+// maxUserData is EC2's limit on user data before base64 encoding. moto does
+// not check it. RunInstances and RequestLaunchTemplateData, UserData: "User
+// data is limited to 16 KB."; the refusal is InvalidParameterValue ("Error
+// codes for the Amazon EC2 API": "A value specified in a parameter is not
+// valid, is unsupported, or cannot be used. ... The returned message provides
+// an explanation of the error value."), here "User data is limited to 16384
+// bytes".
 const maxUserData = 16 * 1024
 
 func checkUserData(ud string) *apiError {
@@ -118,6 +124,13 @@ func cmpOr(a, b string) string {
 	return b
 }
 
+// parseMetadataOptions reads and checks metadata options, which moto takes
+// as given. InstanceMetadataOptionsRequest (and its launch template twin):
+// HttpTokens "Valid Values: optional | required", HttpEndpoint,
+// HttpProtocolIpv6 and InstanceMetadataTags "Valid Values: disabled |
+// enabled", HttpPutResponseHopLimit "Possible values: Integers from 1 to 64";
+// a value outside them is InvalidParameterValue ("Error codes for the Amazon
+// EC2 API", as for user data), the message naming the parameter.
 func parseMetadataOptions(p params, prefix string) (*MetadataOptions, *apiError) {
 	has := false
 	for k := range p {

@@ -78,8 +78,8 @@ func (s *Sim) createTags(p params, _ *callCtx) (ec2Body, *apiError) {
 		for k, v := range tags {
 			merged[k] = v
 		}
-		if len(merged) > 50 {
-			return nil, errf(http.StatusBadRequest, "TagLimitExceeded", "The maximum number of tags per resource (50) would be exceeded for %s", id)
+		if len(merged) > maxTagsPerResource {
+			return nil, errTagLimit()
 		}
 		targets = append(targets, target{merged, set})
 	}

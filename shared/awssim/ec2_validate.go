@@ -2,6 +2,7 @@ package awssim
 
 import (
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 )
@@ -25,6 +26,17 @@ type launchInput struct {
 // maxTagsPerResource is EC2's limit of user tags on one resource.
 const maxTagsPerResource = 50
 
+// errTagLimit is EC2's refusal of a resource with more than
+// maxTagsPerResource tags, wherever the tags come from (a launch's
+// TagSpecifications, its launch template's, CreateTags). The wording is the
+// code's description in the EC2 API Reference ("Error codes for the Amazon EC2
+// API": TagLimitExceeded, "You've reached the limit on the number of tags that
+// you can assign to the specified resource."); EC2 publishes no other message.
+func errTagLimit() *apiError {
+	return &apiError{http.StatusBadRequest, "TagLimitExceeded",
+		"You've reached the limit on the number of tags that you can assign to the specified resource."}
+}
+
 // checkPool returns EC2's error for launching from a pool with in ("" when
 // nothing is wrong). The order follows what EC2 reports first for a launch
 // with several faults: the image, then the profile, networks and volumes.
@@ -45,14 +57,19 @@ func (s *Sim) checkPool(pl *pool, in launchInput) (code, msg string) {
 		return code, msg
 	}
 	if len(in.tags) > maxTagsPerResource {
-		return "TagLimitExceeded", fmt.Sprintf("The maximum number of tags per resource (%d) was exceeded: the instance would get %d", maxTagsPerResource, len(in.tags))
+		e := errTagLimit()
+		return e.Code, e.Message
 	}
 	return "", ""
 }
 
-// checkNetworks refuses security groups of another VPC than the subnet's:
-// EC2 answers InvalidParameter "Security group sg-… and subnet subnet-… belong
-// to different networks."
+// checkNetworks refuses security groups of another VPC than the subnet's, which
+// moto does not check. EC2 API Reference, "Error codes for the Amazon EC2 API":
+// InvalidParameter, "A parameter specified in a request is not valid, is
+// unsupported, or cannot be used. ... For example, if you are launching an
+// instance, you can't specify a security group and subnet that are in
+// different VPCs."; the message names both: "Security group sg-… and subnet
+// subnet-… belong to different networks."
 func (s *Sim) checkNetworks(sgIDs []string, subnet *Subnet) (code, msg string) {
 	if subnet == nil {
 		return "", ""

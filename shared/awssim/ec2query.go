@@ -368,8 +368,8 @@ func (p params) tagSpecs(prefix string) (map[string]map[string]string, *apiError
 			}
 			out[rt][k] = v
 		}
-		if len(out[rt]) > 50 {
-			return nil, errf(http.StatusBadRequest, "TagLimitExceeded", "The maximum number of tags per resource (50) was exceeded")
+		if len(out[rt]) > maxTagsPerResource {
+			return nil, errTagLimit()
 		}
 	}
 	return out, nil

@@ -7,6 +7,7 @@ package awssim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/joiner-autoscaler/joiner/shared/catalog"
 )
@@ -102,7 +104,8 @@ func TestStrictRunInstances(t *testing.T) {
 			func(in *ec2.RunInstancesInput) { in.SubnetId = aws.String("subnet-0bbbbbbbbbbbbbbb1") }},
 		{"security group of another VPC", "InvalidParameter", "Security group sg-0e0000000000000e1 and subnet subnet-0aaaaaaaaaaaaaaa1 belong to different networks.",
 			func(in *ec2.RunInstancesInput) { in.SecurityGroupIds = []string{"sg-0e0000000000000e1"} }},
-		{"51 tags", "TagLimitExceeded", "", func(in *ec2.RunInstancesInput) { in.TagSpecifications = manyTags(51) }},
+		{"51 tags", "TagLimitExceeded", "You've reached the limit on the number of tags that you can assign to the specified resource.",
+			func(in *ec2.RunInstancesInput) { in.TagSpecifications = manyTags(51) }},
 		{"tag key over 128 characters", "InvalidParameterValue", "Tag key exceeds the maximum length of 128 characters",
 			func(in *ec2.RunInstancesInput) {
 				in.TagSpecifications = []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{{Key: aws.String(strings.Repeat("k", 129)), Value: aws.String("v")}}}}
@@ -145,6 +148,68 @@ func TestStrictRunInstances(t *testing.T) {
 	if n := len(s.State().Instances); n != 1 {
 		t.Errorf("%d instances, want only the valid launch's", n)
 	}
+}
+
+// More than 50 tags is one refusal wherever the tags come from: a launch's own
+// TagSpecifications, a launch template's tags with the fleet's (reported in the
+// fleet's Errors), and CreateTags on a resource that has tags already.
+func TestStrictTagLimitOneAnswer(t *testing.T) {
+	ctx := context.Background()
+	_, c := strictSim(t)
+	want := "TagLimitExceeded: You've reached the limit on the number of tags that you can assign to the specified resource."
+	check := func(what, got string) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: %q, want %q", what, got, want)
+		}
+	}
+	_, err := c.ec2.RunInstances(ctx, runInput(func(in *ec2.RunInstancesInput) { in.TagSpecifications = manyTags(51) }))
+	wantAPIErr(t, err, "TagLimitExceeded", 400)
+	var ae smithy.APIError
+	errors.As(err, &ae) // wantAPIErr made sure it is one
+	check("RunInstances", ae.ErrorCode()+": "+ae.ErrorMessage())
+
+	half := func(prefix string) []ec2types.Tag {
+		var tags []ec2types.Tag
+		for i := range 30 {
+			tags = append(tags, ec2types.Tag{Key: aws.String(fmt.Sprintf("%s%d", prefix, i)), Value: aws.String("v")})
+		}
+		return tags
+	}
+	var ltTags []ec2types.LaunchTemplateTagSpecificationRequest
+	ltTags = append(ltTags, ec2types.LaunchTemplateTagSpecificationRequest{ResourceType: ec2types.ResourceTypeInstance, Tags: half("lt")})
+	if _, err := c.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("tagged"),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-0000000000000b001"), SecurityGroupIds: []string{"sg-0c0000000000000c1"},
+			IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String("nodes")}, TagSpecifications: ltTags}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.ec2.CreateFleet(ctx, &ec2.CreateFleetInput{
+		Type: ec2types.FleetTypeInstant,
+		LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
+			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: aws.String("tagged"), Version: aws.String("$Latest")},
+			Overrides:                   []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: "m6i.large", SubnetId: aws.String("subnet-0aaaaaaaaaaaaaaa1")}},
+		}},
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{TotalTargetCapacity: aws.Int32(1), DefaultTargetCapacityType: ec2types.DefaultTargetCapacityTypeOnDemand},
+		TagSpecifications:           []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: half("fleet")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Errors) != 1 || len(out.Instances) != 0 {
+		t.Fatalf("fleet: %d errors, %d instance groups; want the one override refused", len(out.Errors), len(out.Instances))
+	}
+	check("CreateFleet", aws.ToString(out.Errors[0].ErrorCode)+": "+aws.ToString(out.Errors[0].ErrorMessage))
+
+	run, err := c.ec2.RunInstances(ctx, runInput(func(in *ec2.RunInstancesInput) {
+		in.TagSpecifications = []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: half("run")}}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{aws.ToString(run.Instances[0].InstanceId)}, Tags: half("more")})
+	wantAPIErr(t, err, "TagLimitExceeded", 400)
+	errors.As(err, &ae)
+	check("CreateTags", ae.ErrorCode()+": "+ae.ErrorMessage())
 }
 
 // CreateFleet (instant) reports a bad launch option in its Errors, per override,
