@@ -95,6 +95,12 @@ type checker struct {
 	allocCache  map[string]corev1.ResourceList
 	labelCache  map[string]map[string]string
 	optionCache map[string]*optionFact
+	// terms are the final state's required topology terms (see hardTerms).
+	terms *[]hardTerm
+	// accepts remembers whether a node selection accepts an option's labels,
+	// counted the pods hard topology terms on some keys count (countedOn).
+	accepts map[acceptKey]bool
+	counted map[string]map[*corev1.Pod]string
 }
 
 // nodeView is one node of the final cluster state: an existing node, an in-flight
@@ -631,7 +637,8 @@ func (c *checker) compareAllocatable(name string, got map[string]string, want co
 // checkOptions: Options[0] is the chosen type, no duplicates, each option is
 // launchable in the node's zone and capacity type, allowed by the pool, fits every
 // pod of the node (resources, DaemonSets, node affinity), and the list is sorted by
-// that offering's price; minValues of the pool are met.
+// that offering's price; minValues of the pool are met; so is every other
+// offering the node's requirements let its launch fall back to (checkFallback).
 func (c *checker) checkOptions(v *nodeView, np *karpenter.NodePool, class string) {
 	nn := v.newNode
 	name := "new node " + nn.Name
@@ -669,13 +676,13 @@ func (c *checker) checkOptions(v *nodeView, np *karpenter.NodePool, class string
 		extraSig.WriteString(k + "=" + extra[k] + ";")
 	}
 	// Pods with the same node selection are judged once per option.
-	var distinct []*corev1.Pod
+	var distinct []podSel
 	sigs := map[string]bool{}
 	for _, p := range v.placed {
 		sig := eligibilitySig(p, true, false)
 		if !sigs[sig] {
 			sigs[sig] = true
-			distinct = append(distinct, p)
+			distinct = append(distinct, podSel{sig, p})
 		}
 	}
 	for _, o := range nn.Options {
@@ -698,28 +705,10 @@ func (c *checker) checkOptions(v *nodeView, np *karpenter.NodePool, class string
 			c.errorf("%s: options not sorted cheapest first: %s (%v) after %s (%v)", name, o, off.PricePerHour, prevName, prev)
 		}
 		prev, prevName = off.PricePerHour, o
-		oc := c.optionFacts(np, it, off, extraSig.String(), extra)
-		lbl := oc.labels
-		optionLabels = append(optionLabels, lbl)
-		if oc.poolWhy != "" {
-			c.errorf("%s: option %s is not allowed by pool %s: %s", name, o, np.Name, oc.poolWhy)
-		}
-		probe := &nodeView{name: nn.Name, labels: lbl, taints: np.Spec.Template.Spec.Taints, alloc: c.allocatable(it, c.classes[class]), placed: v.placed}
-		probe.sum, probe.count = c.podSum(v)
-		probe.node = oc.node
-		probe.daemons = oc.daemons
-		if why := c.fitProblem(probe); why != "" {
-			c.errorf("%s: option %s does not fit the node's pods: %s", name, o, why)
-		}
-		if why := daemonPortClash(probe.daemons, v.placed); why != "" {
-			c.errorf("%s: option %s: %s", name, o, why)
-		}
-		for _, p := range distinct {
-			if ok, _ := c.affinityOf(p).Match(probe.node); !ok {
-				c.errorf("%s: option %s breaks the node affinity of pod %s", name, o, PodKey(p))
-			}
-		}
+		optionLabels = append(optionLabels, c.optionFacts(np, it, off, extraSig.String(), extra).labels)
+		c.judgeOption(v, np, class, it, off, extra, extraSig.String(), distinct, nil)
 	}
+	c.checkFallback(v, np, class, extra, extraSig.String(), distinct)
 	for _, r := range np.Spec.Template.Spec.Requirements {
 		if r.MinValues == nil || offeringDecided(r.Key) {
 			continue

@@ -103,6 +103,24 @@ func TestBrokenPlansAreCaught(t *testing.T) {
 				PersistentVolumes: []*corev1.PersistentVolume{{ObjectMeta: metav1.ObjectMeta{Name: "pv-a",
 					Labels: map[string]string{corev1.LabelTopologyZone: "us-east-1a"}}}}}
 		}, "volume pv-a of claim data is in topology.kubernetes.io/zone us-east-1a"},
+		{"a spread pod's node may fall back to another zone", func(t *testing.T, f *fixture) {
+			// The plan counted web-0 in us-east-1b; launched in us-east-1c it would break the spread.
+			f.newNode("n-b").Requirements = []karpenter.NodeSelectorRequirementWithMinValues{
+				req(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, "us-east-1b", "us-east-1c"),
+				req(karpenter.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, "spot")}
+		}, "new node n-b: may launch in zones [us-east-1b us-east-1c], but pod default/web-0 carries a required topology spread on topology.kubernetes.io/zone"},
+		{"fallback to a capacity type a pod refuses", func(t *testing.T, f *fixture) {
+			f.pod("cuda-0").Spec.NodeSelector[karpenter.CapacityTypeLabelKey] = "spot"
+			f.newNode("n-gpu").Requirements = []karpenter.NodeSelectorRequirementWithMinValues{
+				req(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, "us-east-1a"),
+				req(karpenter.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, "spot", "on-demand")}
+		}, "new node n-gpu: option g6.xlarge on-demand in us-east-1a breaks the node affinity of pod default/cuda-0"},
+		{"a fallback zone none of the options is offered in", func(t *testing.T, f *fixture) {
+			f.newNode("n-c").Requirements = []karpenter.NodeSelectorRequirementWithMinValues{
+				req(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, "us-east-1c", "eu-west-1a"),
+				req(karpenter.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, "spot")}
+			f.pod("web-1").Spec.TopologySpreadConstraints = nil
+		}, "new node n-c: its requirements allow zone eu-west-1a, where none of its options is offered"},
 		{"cpu overflow", func(t *testing.T, f *fixture) {
 			f.pod("web-0").Spec.Containers[0].Resources.Requests = quantities("cpu", "1500m", "memory", "512Mi")
 		}, "new node n-b: pods do not fit: cpu"},
