@@ -124,8 +124,12 @@ func (s *solver) addInFlight(c *karpenter.NodeClaim) {
 	for k, v := range c.Labels {
 		labels[k] = v
 	}
+	// A single-valued requirement is a label the node will carry; a launched
+	// NodeClaim's own labels say what it got, and win (its requirements may
+	// allow more, e.g. on-demand beside spot, and one written before may name
+	// the capacity type it fell back from).
 	for _, r := range c.Spec.Requirements {
-		if r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+		if _, set := labels[r.Key]; !set && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
 			labels[r.Key] = r.Values[0]
 		}
 	}

@@ -571,6 +571,36 @@ func TestExistingCapacityFirst(t *testing.T) {
 	}
 }
 
+// TestInFlightClaimLabelsWinOverRequirements: a launched NodeClaim is seen
+// with the offering its labels record. One whose requirements still say spot
+// (written before the fallback set went into them) but which fell back to
+// on-demand takes a pod that asks for on-demand, and one launched in another
+// of its allowed zones counts there for a zone spread.
+func TestInFlightClaimLabelsWinOverRequirements(t *testing.T) {
+	cat := mustCatalog(t, smallTypes())
+	claim := func(name, zone, ct string, reqZones ...string) *karpenter.NodeClaim {
+		c := &karpenter.NodeClaim{}
+		c.Name = name
+		c.Labels = map[string]string{karpenter.NodePoolLabelKey: "default", corev1.LabelInstanceTypeStable: "m5.xlarge",
+			corev1.LabelTopologyZone: zone, karpenter.CapacityTypeLabelKey: ct}
+		c.Spec.Requirements = []karpenter.NodeSelectorRequirementWithMinValues{
+			workload.Req(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.xlarge"),
+			workload.Req(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, reqZones...),
+			workload.Req(karpenter.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, "spot"),
+		}
+		return c
+	}
+	snap := snapshot(t, []*corev1.Pod{pod("od", "1", "1Gi", withSelector(karpenter.CapacityTypeLabelKey, "on-demand")),
+		pod("in-b", "1", "1Gi", withSelector(corev1.LabelTopologyZone, "us-east-1b"))})
+	snap.Catalog = cat
+	snap.InFlight = []*karpenter.NodeClaim{claim("fell-back", "us-east-1a", "on-demand", "us-east-1a"),
+		claim("moved", "us-east-1b", "spot", "us-east-1a", "us-east-1b")}
+	s := solve(t, snap)
+	if s.where["default/od"] != "fell-back" || s.where["default/in-b"] != "moved" || len(s.plan.NewNodes) != 0 {
+		t.Errorf("want od on fell-back (launched on-demand) and in-b on moved (launched in us-east-1b), no new node:%s", s.dump())
+	}
+}
+
 func TestUnschedulableHasReason(t *testing.T) {
 	s := solve(t, snapshot(t, []*corev1.Pod{pod("huge", "1000", "1Gi"), pod("ok", "1", "1Gi")}))
 	if r := s.unschedulable("huge"); r == "" {
