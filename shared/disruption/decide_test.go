@@ -3,6 +3,7 @@ package disruption
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/joiner-autoscaler/joiner/shared/karpenter"
+	"github.com/joiner-autoscaler/joiner/shared/testworld"
 )
 
 var (
@@ -173,6 +175,30 @@ func TestReplaceWithCheaperType(t *testing.T) {
 				t.Errorf("replacement does not hold the pod: %v", r.Replacement.Pods)
 			}
 		})
+	}
+}
+
+// A consolidation replacement saves only at the offering it was priced at: its
+// requirements allow that zone and capacity type alone, though its pool (and
+// a provisioning node of the same pods) would allow every zone and on-demand
+// beside spot.
+func TestReplacementLaunchesWhereItWasPriced(t *testing.T) {
+	np := testPool("default", whenUnderused, 0, m5,
+		testworld.Zones("us-east-1a", "us-east-1b", "us-east-1c"),
+		testworld.CapacityTypes(karpenter.CapacityTypeSpot, karpenter.CapacityTypeOnDemand))
+	c := newCluster(t, np)
+	c.managed("big", "default", "m5.2xlarge", time.Hour, appPod("web", "500m", "1Gi"))
+	reps := kinds(c.decide(), Replace)
+	if len(reps) != 1 || reps[0].Replacement == nil {
+		t.Fatalf("want one Replace, got %d", len(reps))
+	}
+	r := reps[0].Replacement
+	for _, want := range []struct{ key, value string }{{corev1.LabelTopologyZone, r.Zone}, {karpenter.CapacityTypeLabelKey, r.CapacityType}} {
+		for _, q := range r.Requirements {
+			if q.Key == want.key && q.Operator == corev1.NodeSelectorOpIn && !slices.Equal(q.Values, []string{want.value}) {
+				t.Errorf("replacement %s requirement %s In %v, want only its priced %s", r.Name, q.Key, q.Values, want.value)
+			}
+		}
 	}
 }
 

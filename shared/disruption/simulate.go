@@ -331,8 +331,9 @@ func (s *state) minValuesShort(nn packer.NewNode, keep []string) string {
 	return ""
 }
 
-// narrow restricts a replacement to the options that keep the saving, relabelling
-// it when its first choice changes.
+// narrow restricts a replacement to the options that keep the saving, in the
+// zone and capacity type they were priced at, relabelling it when its first
+// choice changes.
 func (s *state) narrow(nn packer.NewNode, keep []string, price float64) packer.NewNode {
 	old := nn.InstanceType
 	nn.Options = keep
@@ -341,8 +342,19 @@ func (s *state) narrow(nn packer.NewNode, keep []string, price float64) packer.N
 	reqs := make([]karpenter.NodeSelectorRequirementWithMinValues, len(nn.Requirements))
 	copy(reqs, nn.Requirements)
 	for i := range reqs {
-		if reqs[i].Key == corev1.LabelInstanceTypeStable && reqs[i].Operator == corev1.NodeSelectorOpIn {
+		if reqs[i].Operator != corev1.NodeSelectorOpIn {
+			continue
+		}
+		// The saving holds at the offering the prices were checked at: the
+		// replacement launches there or not at all (the command is then
+		// abandoned), never as on-demand or in a zone that may cost more.
+		switch reqs[i].Key {
+		case corev1.LabelInstanceTypeStable:
 			reqs[i].Values = append([]string(nil), keep...)
+		case corev1.LabelTopologyZone:
+			reqs[i].Values = []string{nn.Zone}
+		case karpenter.CapacityTypeLabelKey:
+			reqs[i].Values = []string{nn.CapacityType}
 		}
 	}
 	nn.Requirements = reqs
