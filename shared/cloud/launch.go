@@ -43,8 +43,9 @@ type LaunchRequest struct {
 	// Zones are the allowed zones; empty allows every zone with a selected subnet.
 	Zones []string
 	// FallbackZones are further zones the NodeClaim allows, tried in the same
-	// call only when every offering in Zones turned out unavailable: the engine
-	// picked a zone, but an ICE there must not wait for the next invocation.
+	// call for a capacity type once every offering of it in Zones turned out
+	// unavailable: the engine picked a zone, but an ICE there must not wait for
+	// the next invocation.
 	FallbackZones []string
 	// FallbackAnyZone, for a NodeClaim that does not restrict its zone, makes
 	// every zone of the class's subnets the fallback.
@@ -90,10 +91,11 @@ type Instance struct {
 
 // offeringDependentLabels vary with the instance type, zone or capacity type
 // a fleet picks, so they stay out of user data (one launch template serves
-// every option); the kubelet or Joiner's registration sets them.
+// every option, in every zone the NodeClaim allows); the kubelet or Joiner's
+// registration sets them.
 var offeringDependentLabels = map[string]bool{
 	corev1.LabelInstanceTypeStable: true, corev1.LabelInstanceType: true,
-	corev1.LabelTopologyZone: true, corev1.LabelTopologyRegion: true,
+	corev1.LabelTopologyZone: true, corev1.LabelTopologyRegion: true, karpenter.LabelTopologyZoneID: true,
 	corev1.LabelFailureDomainBetaZone: true, corev1.LabelFailureDomainBetaRegion: true,
 	corev1.LabelArchStable: true, corev1.LabelOSStable: true, corev1.LabelHostname: true,
 	karpenter.CapacityTypeLabelKey: true, karpenter.NodeClaimLabelKey: true,
@@ -113,11 +115,14 @@ func UserDataLabels(labels map[string]string) map[string]string {
 
 // launchPlan is everything resolved once per Launch.
 type launchPlan struct {
-	req      LaunchRequest
-	family   amifamily.Family
-	subnets  map[string]Subnet // zone → chosen subnet
-	allSubs  []Subnet
-	zones    []string
+	req     LaunchRequest
+	family  amifamily.Family
+	subnets map[string]Subnet // zone → chosen subnet
+	allSubs []Subnet
+	zones   []string // every zone the launch may use, with a usable subnet
+	// primary are the zones tried first (req.Zones), the rest of zones only
+	// once those have no offering left; nil when there is no rest.
+	primary  []string
 	facts    map[string]*catalog.InstanceType
 	offered  map[string]map[string]bool
 	groupOf  map[string]string // instance type → template name
@@ -130,34 +135,16 @@ type launchPlan struct {
 
 // Launch launches one instance for a NodeClaim: one CreateFleet (type instant)
 // per attempt with up to MaxOverrides type × subnet overrides, spot first
-// (price-capacity-optimized) then on-demand (lowest-price). Offerings a fleet
-// reports as unfulfillable are marked unavailable and the next attempt leaves
-// them out. A fleet that returns more than one instance has the extras
-// terminated. Every instance carries the ownership tags from creation.
+// (price-capacity-optimized) then on-demand (lowest-price). Within a capacity
+// type the request's Zones come first and its fallback zones after, once
+// those have no offering left: the engine's zone is its first choice, and a
+// spot shortage there goes to spot in the NodeClaim's other zones before
+// on-demand, as Karpenter prefers spot wherever the NodeClaim allows it.
+// Offerings a fleet reports as unfulfillable are marked unavailable and the
+// next attempt leaves them out. A fleet that returns more than one instance
+// has the extras terminated. Every instance carries the ownership tags from
+// creation.
 func (p *Provider) Launch(ctx context.Context, req LaunchRequest) (Instance, error) {
-	inst, err := p.launchIn(ctx, req)
-	fallback := slices.DeleteFunc(slices.Clone(req.FallbackZones), func(z string) bool { return slices.Contains(req.Zones, z) })
-	if err == nil || !errors.Is(err, ErrInsufficientCapacity) || len(req.Zones) == 0 || (len(fallback) == 0 && !req.FallbackAnyZone) ||
-		req.CapacityReservationID != "" { // a reservation's zone is its own
-		return inst, err
-	}
-	if req.FallbackAnyZone {
-		// Every zone: those already tried are marked unavailable and left out.
-		fallback = nil
-	}
-	p.log.Info("no capacity in the chosen zones; trying the NodeClaim's other zones", "nodeClaim", req.NodeClaim,
-		"zones", req.Zones, "fallbackZones", fallback, "anyZone", req.FallbackAnyZone, "error", err.Error())
-	wide := req
-	wide.Zones, wide.FallbackZones = fallback, nil
-	more, err2 := p.launchIn(ctx, wide)
-	more.FleetCalls += inst.FleetCalls
-	if err2 != nil {
-		return more, fmt.Errorf("%w; then in the NodeClaim's other zones: %w", err, err2)
-	}
-	return more, nil
-}
-
-func (p *Provider) launchIn(ctx context.Context, req LaunchRequest) (Instance, error) {
 	plan, err := p.planLaunch(ctx, req)
 	if err != nil {
 		return Instance{}, err
@@ -172,46 +159,55 @@ func (p *Provider) launchIn(ctx context.Context, req LaunchRequest) (Instance, e
 	calls := 0
 	var tried []string
 	for _, ct := range plan.capTypes {
-		for attempt := 0; attempt < maxFleetCalls; attempt++ {
-			configs, overrides := p.overrides(plan, ct)
-			if overrides == 0 {
-				break
-			}
-			if err := p.ensureTemplates(ctx, plan, configs, &dry); err != nil {
-				return Instance{}, err
-			}
-			in := p.fleetInput(plan, ct, configs, attempt)
-			calls++
-			out, err := p.api.EC2.CreateFleet(ctx, in)
-			if p.cfg.DryRun {
-				r, ok := dryRunOutcome("CreateFleet", req.NodeClaim, err)
-				if !ok {
-					return Instance{}, wrap("CreateFleet (dry run) for NodeClaim "+req.NodeClaim, err)
+		for _, wide := range []bool{false, true} {
+			if wide {
+				if plan.primary == nil {
+					break
 				}
-				p.recordDryRun(r, &dry)
-				first := firstOverride(configs)
-				return Instance{
-					InstanceType: string(first.InstanceType), Zone: aws.ToString(first.AvailabilityZone),
-					SubnetID: aws.ToString(first.SubnetId), CapacityType: ct, FleetCalls: calls, DryRun: dry,
-				}, nil
+				p.log.Info("no capacity in the chosen zones; trying the NodeClaim's other zones", "nodeClaim", req.NodeClaim,
+					"capacityType", ct, "zones", plan.primary, "allowed", plan.zones)
 			}
-			if err != nil {
-				return Instance{}, wrap("CreateFleet for NodeClaim "+req.NodeClaim, err)
-			}
-			marked, fatal := p.noteFleetErrors(plan, ct, out.Errors)
-			launched := fleetInstances(out, ct)
-			if len(launched) > 0 {
-				inst, err := p.keepOne(ctx, plan, launched)
-				inst.FleetCalls = calls
-				return inst, err
-			}
-			tried = append(tried, fmt.Sprintf("%s: %s", ct, summarizeErrors(out.Errors)))
-			if len(fatal) > 0 {
-				return Instance{FleetCalls: calls}, fmt.Errorf("CreateFleet for NodeClaim %s launched nothing: %s", req.NodeClaim, strings.Join(fatal, "; "))
-			}
-			if marked == 0 {
-				// Nothing new learned: another identical call would fail the same way.
-				break
+			for attempt := 0; attempt < maxFleetCalls; attempt++ {
+				configs, overrides := p.overrides(plan, ct, wide)
+				if overrides == 0 {
+					break
+				}
+				if err := p.ensureTemplates(ctx, plan, configs, &dry); err != nil {
+					return Instance{}, err
+				}
+				in := p.fleetInput(plan, ct, configs, calls)
+				calls++
+				out, err := p.api.EC2.CreateFleet(ctx, in)
+				if p.cfg.DryRun {
+					r, ok := dryRunOutcome("CreateFleet", req.NodeClaim, err)
+					if !ok {
+						return Instance{}, wrap("CreateFleet (dry run) for NodeClaim "+req.NodeClaim, err)
+					}
+					p.recordDryRun(r, &dry)
+					first := firstOverride(configs)
+					return Instance{
+						InstanceType: string(first.InstanceType), Zone: aws.ToString(first.AvailabilityZone),
+						SubnetID: aws.ToString(first.SubnetId), CapacityType: ct, FleetCalls: calls, DryRun: dry,
+					}, nil
+				}
+				if err != nil {
+					return Instance{}, wrap("CreateFleet for NodeClaim "+req.NodeClaim, err)
+				}
+				marked, fatal := p.noteFleetErrors(plan, ct, out.Errors)
+				launched := fleetInstances(out, ct)
+				if len(launched) > 0 {
+					inst, err := p.keepOne(ctx, plan, launched)
+					inst.FleetCalls = calls
+					return inst, err
+				}
+				tried = append(tried, fmt.Sprintf("%s: %s", ct, summarizeErrors(out.Errors)))
+				if len(fatal) > 0 {
+					return Instance{FleetCalls: calls}, fmt.Errorf("CreateFleet for NodeClaim %s launched nothing: %s", req.NodeClaim, strings.Join(fatal, "; "))
+				}
+				if marked == 0 {
+					// Nothing new learned: another identical call would fail the same way.
+					break
+				}
 			}
 		}
 	}
@@ -258,10 +254,7 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 	plan.allSubs = subnets
 	plan.subnets = map[string]Subnet{}
 	for _, s := range subnets {
-		if len(req.Zones) > 0 && !slices.Contains(req.Zones, s.Zone) {
-			continue
-		}
-		if p.unavailable.IsSubnetUnavailable(s.ID) {
+		if !plan.allows(s.Zone) || p.unavailable.IsSubnetUnavailable(s.ID) {
 			continue
 		}
 		// The subnet with the most free addresses in each zone, as Karpenter picks.
@@ -271,7 +264,11 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 	}
 	plan.zones = slices.Sorted(maps.Keys(plan.subnets))
 	if len(plan.zones) == 0 {
-		return nil, fmt.Errorf("launch %s: EC2NodeClass %s has no usable subnet in the allowed zones %v (its subnets are in %v)", req.NodeClaim, nc.Name, req.Zones, Zones(subnets))
+		return nil, fmt.Errorf("launch %s: EC2NodeClass %s has no usable subnet in the allowed zones %v (its subnets are in %v)", req.NodeClaim, nc.Name,
+			append(slices.Clone(req.Zones), req.FallbackZones...), Zones(subnets))
+	}
+	if len(req.Zones) > 0 && req.CapacityReservationID == "" && slices.ContainsFunc(plan.zones, func(z string) bool { return !slices.Contains(req.Zones, z) }) {
+		plan.primary = req.Zones
 	}
 	groups, err := p.SecurityGroups(ctx, nc.Spec.SecurityGroupSelectorTerms)
 	if err != nil {
@@ -342,6 +339,20 @@ func (p *Provider) planLaunch(ctx context.Context, req LaunchRequest) (*launchPl
 	}
 	plan.tags = p.instanceTags(req)
 	return plan, nil
+}
+
+// allows reports whether the launch may use zone at all: one of the request's
+// zones or fallback zones (any zone when it names none, or with
+// FallbackAnyZone); a reservation's launch keeps to its zone.
+func (plan *launchPlan) allows(zone string) bool {
+	req := plan.req
+	switch {
+	case len(req.Zones) == 0 || slices.Contains(req.Zones, zone):
+		return true
+	case req.CapacityReservationID != "":
+		return false
+	}
+	return req.FallbackAnyZone || slices.Contains(req.FallbackZones, zone)
 }
 
 // render is the family's UserData, remembered for the provider's life: an
@@ -424,9 +435,9 @@ func (p *Provider) instanceTags(req LaunchRequest) map[string]string {
 }
 
 // overrides builds the launch template configs for one capacity type: options
-// in order, each in every allowed zone that offers it and is not marked
-// unavailable, at most MaxOverrides in all.
-func (p *Provider) overrides(plan *launchPlan, ct string) ([]ec2types.FleetLaunchTemplateConfigRequest, int) {
+// in order, each in every zone that offers it and is not marked unavailable,
+// at most MaxOverrides in all; the primary zones alone unless wide.
+func (p *Provider) overrides(plan *launchPlan, ct string, wide bool) ([]ec2types.FleetLaunchTemplateConfigRequest, int) {
 	byTemplate := map[string][]ec2types.FleetLaunchTemplateOverridesRequest{}
 	var order []string
 	n := 0
@@ -441,6 +452,9 @@ func (p *Provider) overrides(plan *launchPlan, ct string) ([]ec2types.FleetLaunc
 		for _, zone := range plan.zones {
 			if n == MaxOverrides {
 				break
+			}
+			if !wide && plan.primary != nil && !slices.Contains(plan.primary, zone) {
+				continue
 			}
 			if !plan.offered[name][zone] || p.unavailable.IsUnavailable(name, zone, ct) {
 				continue
@@ -475,7 +489,8 @@ func (p *Provider) ensureTemplates(ctx context.Context, plan *launchPlan, config
 	return nil
 }
 
-func (p *Provider) fleetInput(plan *launchPlan, ct string, configs []ec2types.FleetLaunchTemplateConfigRequest, attempt int) *ec2.CreateFleetInput {
+// fleetInput is the CreateFleet of the launch's call number call.
+func (p *Provider) fleetInput(plan *launchPlan, ct string, configs []ec2types.FleetLaunchTemplateConfigRequest, call int) *ec2.CreateFleetInput {
 	in := &ec2.CreateFleetInput{
 		Type:                  ec2types.FleetTypeInstant,
 		LaunchTemplateConfigs: configs,
@@ -499,7 +514,7 @@ func (p *Provider) fleetInput(plan *launchPlan, ct string, configs []ec2types.Fl
 	// An idempotency token: should the SDK retry a CreateFleet whose answer was
 	// lost, EC2 returns the first call's result instead of launching again.
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", p.cfg.ClusterName, plan.req.NodeClaim, ct, attempt)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", p.cfg.ClusterName, plan.req.NodeClaim, ct, call)
 	for _, c := range configs {
 		for _, o := range c.Overrides {
 			fmt.Fprintf(h, "\x00%s/%s", o.InstanceType, aws.ToString(o.SubnetId))
@@ -562,7 +577,7 @@ func (p *Provider) noteFleetErrors(plan *launchPlan, ct string, errs []ec2types.
 func (p *Provider) rechooseSubnet(plan *launchPlan, zone string) {
 	delete(plan.subnets, zone)
 	for _, s := range plan.allSubs {
-		if s.Zone != zone || p.unavailable.IsSubnetUnavailable(s.ID) || (len(plan.req.Zones) > 0 && !slices.Contains(plan.req.Zones, zone)) {
+		if s.Zone != zone || p.unavailable.IsSubnetUnavailable(s.ID) || !plan.allows(zone) {
 			continue
 		}
 		if cur, ok := plan.subnets[zone]; !ok || s.AvailableIPs > cur.AvailableIPs {

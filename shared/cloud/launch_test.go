@@ -460,6 +460,41 @@ func TestICEFallbackAcrossCapacityTypes(t *testing.T) {
 	})
 }
 
+// A spot shortage in the engine's zone goes to spot in the NodeClaim's other
+// zones before on-demand anywhere (Karpenter launches spot wherever the
+// NodeClaim allows it), and on-demand, when spot is short everywhere, starts
+// in the engine's zone again.
+func TestICESpotElsewhereBeforeOnDemand(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		e.setICE("m6i.large", "us-east-1a", "spot")
+		nc := e.loadClass("al2023.yaml")
+		req := cpuRequest(nc, "sp-1", []string{"m6i.large"}, []string{"us-east-1a"}, "spot", "on-demand")
+		req.FallbackZones = []string{"us-east-1b"}
+		inst, err := e.provider().Launch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst.CapacityType != "spot" || inst.Zone != "us-east-1b" || inst.FleetCalls != 2 {
+			t.Fatalf("launched %+v: want spot in us-east-1b after the spot fleet in us-east-1a (2 calls)", inst)
+		}
+		e.setICE("m6i.large", "us-east-1b", "spot")
+		req.NodeClaim = "sp-2"
+		inst, err = e.provider().Launch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst.CapacityType != "on-demand" || inst.Zone != "us-east-1a" {
+			t.Fatalf("launched %+v: want on-demand in the engine's zone us-east-1a with spot short in both", inst)
+		}
+		for i, f := range e.proxy.formsOf("CreateFleet") {
+			if strings.Contains(f.Encode(), "us-east-1b") && f.Get("TargetCapacitySpecification.DefaultTargetCapacityType") == "on-demand" {
+				t.Errorf("fleet %d asked for on-demand in us-east-1b before the engine's zone had none", i)
+			}
+		}
+	})
+}
+
 func TestICEEverywhereIsInsufficientCapacity(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		for _, z := range []string{"us-east-1a", "us-east-1b"} {
@@ -574,7 +609,7 @@ func TestFleetInstancePlusErrors(t *testing.T) {
 func TestUserDataLabelsDropOfferingLabels(t *testing.T) {
 	got := UserDataLabels(map[string]string{
 		"team": "a", corev1.LabelInstanceTypeStable: "m5.large", corev1.LabelTopologyZone: "z", karpenter.CapacityTypeLabelKey: "spot",
-		karpenter.LabelInstanceCPU: "2", karpenter.NodePoolLabelKey: "p", karpenter.NodeClaimLabelKey: "c",
+		karpenter.LabelInstanceCPU: "2", karpenter.NodePoolLabelKey: "p", karpenter.NodeClaimLabelKey: "c", karpenter.LabelTopologyZoneID: "use1-az1",
 	})
 	if len(got) != 2 || got["team"] != "a" || got[karpenter.NodePoolLabelKey] != "p" {
 		t.Errorf("got %v", got)

@@ -10,10 +10,13 @@ import (
 )
 
 // RequestFor turns the engine's decision for one new node into a launch
-// request. The options are the node's Options (cheapest first); zones and
-// capacity types come from its requirements, so the launch may fall back to
-// any the pods accept; without a capacity-type requirement only the engine's
-// pick is allowed, and without a zone requirement every zone of the class is.
+// request. The options are the node's Options (cheapest first). The engine's
+// zone is the first choice, the other zones its requirements allow the
+// fallback; capacity types come from its requirements, the engine's pick
+// first, so the launch may fall back to any the pods accept. Without a
+// capacity-type requirement only the engine's pick is allowed, and without a
+// zone requirement every zone of the class is. A node planned in a capacity
+// reservation launches there only.
 func RequestFor(n packer.NewNode, nc *karpenter.EC2NodeClass) LaunchRequest {
 	req := LaunchRequest{
 		NodeClaim: n.Name, NodePool: n.NodePool, NodeClass: nc,
@@ -23,8 +26,21 @@ func RequestFor(n packer.NewNode, nc *karpenter.EC2NodeClass) LaunchRequest {
 	if len(req.InstanceTypes) == 0 && n.InstanceType != "" {
 		req.InstanceTypes = []string{n.InstanceType}
 	}
-	req.Zones = allowed(n.Requirements, corev1.LabelTopologyZone, nil)
+	allowedZones := AllowedZones(n.Requirements)
+	switch {
+	case n.Zone == "":
+		req.Zones = allowedZones
+	case n.CapacityReservationID != "":
+		req.Zones = []string{n.Zone} // the reservation's zone is the node's
+	default:
+		req.Zones = []string{n.Zone}
+		req.FallbackZones = slices.DeleteFunc(allowedZones, func(z string) bool { return z == n.Zone })
+		req.FallbackAnyZone = allowedZones == nil
+	}
 	req.CapacityTypes = allowed(n.Requirements, karpenter.CapacityTypeLabelKey, []string{n.CapacityType})
+	if i := slices.Index(req.CapacityTypes, n.CapacityType); i > 0 {
+		req.CapacityTypes = append(append([]string{n.CapacityType}, req.CapacityTypes[:i]...), req.CapacityTypes[i+1:]...)
+	}
 	if n.CapacityType == "" && len(req.CapacityTypes) == 1 && req.CapacityTypes[0] == "" {
 		req.CapacityTypes = nil
 	}

@@ -81,10 +81,27 @@ func TestRequestForPlan(t *testing.T) {
 	if !slices.Equal(r.Zones, []string{"us-east-1a", "us-east-1c"}) || !slices.Equal(r.CapacityTypes, []string{"spot", "on-demand"}) {
 		t.Errorf("zones %v capacity types %v", r.Zones, r.CapacityTypes)
 	}
-	n.Requirements = nil
+	// With the engine's zone: that first, the requirements' other zones as the fallback.
+	n.Zone = "us-east-1c"
 	r = RequestFor(n, nc)
-	if r.Zones != nil || !slices.Equal(r.CapacityTypes, []string{"spot"}) {
-		t.Errorf("without requirements: zones %v capacity types %v (want any zone, the engine's pick)", r.Zones, r.CapacityTypes)
+	if !slices.Equal(r.Zones, []string{"us-east-1c"}) || !slices.Equal(r.FallbackZones, []string{"us-east-1a"}) || r.FallbackAnyZone {
+		t.Errorf("planned in us-east-1c: zones %v, fallback %v (any %v); want us-east-1c, then us-east-1a", r.Zones, r.FallbackZones, r.FallbackAnyZone)
+	}
+	// The engine's capacity type first, whatever the requirement's order.
+	n.CapacityType, n.Requirements[0].Values = "on-demand", []string{"spot", "on-demand"}
+	if r = RequestFor(n, nc); !slices.Equal(r.CapacityTypes, []string{"on-demand", "spot"}) {
+		t.Errorf("planned on-demand: capacity types %v, want on-demand first", r.CapacityTypes)
+	}
+	n.Requirements, n.CapacityType = nil, "spot"
+	r = RequestFor(n, nc)
+	if !slices.Equal(r.Zones, []string{"us-east-1c"}) || !r.FallbackAnyZone || !slices.Equal(r.CapacityTypes, []string{"spot"}) {
+		t.Errorf("without requirements: zones %v (any %v) capacity types %v (want its zone, then any, the engine's pick)", r.Zones, r.FallbackAnyZone, r.CapacityTypes)
+	}
+	// A node planned in a reservation launches there only.
+	n.CapacityType, n.CapacityReservationID = "reserved", "cr-0a1b2c3d4e5f60718"
+	if r = RequestFor(n, nc); !slices.Equal(r.Zones, []string{"us-east-1c"}) || len(r.FallbackZones) > 0 || r.FallbackAnyZone ||
+		!slices.Equal(r.CapacityTypes, []string{"reserved"}) {
+		t.Errorf("reserved: zones %v, fallback %v (any %v), capacity types %v", r.Zones, r.FallbackZones, r.FallbackAnyZone, r.CapacityTypes)
 	}
 }
 
