@@ -24,6 +24,10 @@ type podClass struct {
 	strict      bool // PreferNoSchedule taints must be tolerated too
 	perPool     []*classPool
 	generic     bool // no selector, no affinity: every label set matches
+	// zonal: its selection names a zone key, so whether it matches a type's
+	// candidate may differ between zones; capacityTypeSelective: it names the
+	// capacity type (see launchSets).
+	zonal, capacityTypeSelective bool
 }
 
 // classPool is a class's view of one pool.
@@ -70,7 +74,8 @@ func (s *solver) classFor(pod *corev1.Pod, pref *corev1.NodeSelectorTerm, strict
 	}
 	c := &podClass{id: len(s.classList), key: key, aff: nodeaffinity.NewRequiredNodeAffinity(nodeSel, aff),
 		nodeSel: nodeSel, terms: terms, tolerations: pod.Spec.Tolerations, strict: strict,
-		generic: len(nodeSel) == 0 && len(terms) == 0}
+		generic: len(nodeSel) == 0 && len(terms) == 0, zonal: selects(nodeSel, terms, zonalKey),
+		capacityTypeSelective: selects(nodeSel, terms, capacityTypeKey)}
 	c.perPool = make([]*classPool, len(s.pools))
 	for _, p := range s.pools {
 		c.perPool[p.idx] = s.classPoolFor(c, p)

@@ -165,6 +165,7 @@ func (s *solver) newNode(n *node, pods []string) (nn NewNode, why string) {
 	fitting, overLimit := 0, 0
 	limited := n.pool.hasLimits()
 	nn.Options = s.optionSpace(min(s.opts.MaxOptions, len(cs)-fi))
+	optTypes := s.optionTypes[:0]
 	// A launch may fall back to any option: under limits, only the options that
 	// keep the pool within them even then, with the room each node's options may
 	// take beyond its type reserved in turn (as Karpenter subtracts the largest
@@ -181,6 +182,7 @@ func (s *solver) newNode(n *node, pods []string) (nn NewNode, why string) {
 		}
 		if len(nn.Options) < s.opts.MaxOptions {
 			nn.Options = append(nn.Options, cs[i].it.Name)
+			optTypes = append(optTypes, cs[i].ti)
 			if limited {
 				beyond = beyond.maxWith(cs[i].cap.sub(c.cap))
 			}
@@ -196,7 +198,9 @@ func (s *solver) newNode(n *node, pods []string) (nn NewNode, why string) {
 	if overLimit > 0 {
 		minValuesNote = fmt.Sprintf("; %d larger type(s) left out of the options: launched instead, they would break the pool's limits", overLimit) + minValuesNote
 	}
-	nn.Requirements = s.requirementsFor(n, nn)
+	s.optionTypes = optTypes
+	zones, cts := s.launchSets(n, c, optTypes)
+	nn.Requirements = s.requirementsFor(n, nn, zones, cts)
 	if s.opts.Explain {
 		nn.Explain = fmt.Sprintf("%s %s in %s at $%.4f/h: the cheapest of %d instance types that hold its %d pod(s) "+
 			"(requests %s; allocatable less DaemonSets %s) in NodePool %s (weight %d)%s",
@@ -222,8 +226,10 @@ func (s *solver) allocatableText(p *poolInfo, z, i int) map[string]string {
 	return c.allocText
 }
 
-// requirementsFor narrows the pool's requirements to this node's choice, for the NodeClaim.
-func (s *solver) requirementsFor(n *node, nn NewNode) []karpenter.NodeSelectorRequirementWithMinValues {
+// requirementsFor narrows the pool's requirements to this node's options, for
+// the NodeClaim: its instance types, the zones and capacity types its launch
+// may use (see launchSets), its reservation and chosen labels.
+func (s *solver) requirementsFor(n *node, nn NewNode, zones, cts []string) []karpenter.NodeSelectorRequirementWithMinValues {
 	var out []karpenter.NodeSelectorRequirementWithMinValues
 	for _, r := range n.pool.reqs {
 		switch r.Key {
@@ -239,8 +245,8 @@ func (s *solver) requirementsFor(n *node, nn NewNode) []karpenter.NodeSelectorRe
 	out = append(out,
 		karpenter.NodeSelectorRequirementWithMinValues{Key: karpenter.NodePoolLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{n.pool.name}},
 		karpenter.NodeSelectorRequirementWithMinValues{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: nn.Options},
-		karpenter.NodeSelectorRequirementWithMinValues{Key: karpenter.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{nn.CapacityType}},
-		karpenter.NodeSelectorRequirementWithMinValues{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{nn.Zone}},
+		karpenter.NodeSelectorRequirementWithMinValues{Key: karpenter.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: cts},
+		karpenter.NodeSelectorRequirementWithMinValues{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: zones},
 	)
 	if nn.CapacityReservationID != "" {
 		out = append(out, karpenter.NodeSelectorRequirementWithMinValues{Key: karpenter.LabelCapacityReservationID,

@@ -83,6 +83,12 @@ type poolInfo struct {
 	// exhausted is set once its limits (or node count) admit no new node of
 	// any candidate: it adds no topology domain from then on (see noteUsed).
 	exhausted bool
+	// candAt indexes each zone's candidates by type and capacity type (built
+	// on first use; see solver.candAt).
+	candAt [][]int32
+	// subnetZones marks the zones of its class's resolved subnets
+	// (status.subnets), nil when the status names none.
+	subnetZones []bool
 }
 
 // wellKnownKey reports keys whose values come from the instance type or offering;
@@ -129,6 +135,14 @@ func (s *solver) buildPools() {
 			p.nc = classes[ref.Name]
 			p.labels[karpenter.NodeClassLabelKey] = ref.Name
 			p.zoneIDs = p.nc.ZoneIDs()
+			if len(p.nc.Status.Subnets) > 0 {
+				p.subnetZones = make([]bool, len(s.zones))
+				for _, sn := range p.nc.Status.Subnets {
+					if z, ok := s.zoneIdx[sn.Zone]; ok {
+						p.subnetZones[z] = true
+					}
+				}
+			}
 		}
 		p.reqs = normalizedRequirements(np.Spec.Template.Spec.Requirements)
 		if why := unsupportedRequirement(p.reqs); why != "" && p.unusable == "" {
@@ -193,6 +207,12 @@ func (s *solver) buildDaemonSets() {
 			req: s.dims.vec(facts.PodRequests(pod)), owner: ds.Namespace + "/" + ds.Name, ports: facts.HostPorts(&ds.Spec.Template.Spec)}
 		d.req[dimPods]++
 		s.daemonsets = append(s.daemonsets, d)
+		var terms []corev1.NodeSelectorTerm
+		if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			terms = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		}
+		s.zonalDaemonSets = s.zonalDaemonSets || selects(pod.Spec.NodeSelector, terms, zonalKey)
+		s.capacityTypeDaemonSets = s.capacityTypeDaemonSets || selects(pod.Spec.NodeSelector, terms, capacityTypeKey)
 	}
 }
 

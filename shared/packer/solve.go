@@ -175,8 +175,16 @@ type solver struct {
 	demand [maxDims]float64
 	// valueOrder caches byValue.
 	valueOrder map[valueKey][]valued
-	// optionBlock backs the new nodes' option lists (see optionSpace).
+	// optionBlock backs the new nodes' option lists (see optionSpace);
+	// optionTypes is scratch for one node's options as type indexes, classBuf
+	// for its pods' classes (see launchSets).
 	optionBlock []string
+	optionTypes []int32
+	classBuf    []*podClass
+	// zonalDaemonSets (capacityTypeDaemonSets) is set when a DaemonSet's node
+	// selection names a zone key (the capacity type): what it leaves of a type
+	// may then depend on the zone (capacity type).
+	zonalDaemonSets, capacityTypeDaemonSets bool
 	// checkedContainers is the container list last found in range (quantityProblem).
 	checkedContainers *corev1.Container
 	checkedLen        int
