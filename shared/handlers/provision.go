@@ -239,16 +239,12 @@ func (d *Deps) dryRunLaunch(ctx context.Context, j *launchJob) {
 	j.inst = inst
 }
 
+// launchRequest is the launch of a planned node: its zone first, then the
+// other zones and capacity types its requirements (its NodeClaim's) allow.
 func launchRequest(pool *karpenter.NodePool, class *karpenter.EC2NodeClass, nn *packer.NewNode) cloud.LaunchRequest {
-	req := cloud.LaunchRequest{
-		NodePool: pool.Name, NodeClass: class, InstanceTypes: nn.Options, Zones: []string{nn.Zone},
-		FallbackZones: cloud.AllowedZones(nn.Requirements), FallbackAnyZone: cloud.AllowedZones(nn.Requirements) == nil,
-		CapacityTypes: capacityTypes(pool, nn.CapacityType), CapacityReservationID: nn.CapacityReservationID, Labels: nn.Labels,
-		Taints: append(append([]corev1.Taint(nil), pool.Spec.Template.Spec.Taints...), pool.Spec.Template.Spec.StartupTaints...),
-	}
-	if req.CapacityReservationID != "" {
-		req.FallbackZones, req.FallbackAnyZone = nil, false // the reservation's zone is the node's
-	}
+	req := cloud.RequestFor(*nn, class)
+	req.NodePool = pool.Name
+	req.Taints = append(append([]corev1.Taint(nil), pool.Spec.Template.Spec.Taints...), pool.Spec.Template.Spec.StartupTaints...)
 	return req
 }
 
@@ -342,31 +338,6 @@ func nodeClaimFor(pool *karpenter.NodePool, class *karpenter.EC2NodeClass, nn *p
 			NodeClassRef: t.NodeClassRef, TerminationGracePeriod: t.TerminationGracePeriod, ExpireAfter: t.ExpireAfter,
 		},
 	}
-}
-
-// capacityTypes are the capacity types a node may launch with: the plan's choice
-// first, then on-demand when the pool allows it, so a spot shortage falls back.
-// A node planned in a capacity reservation launches there only: the plan
-// counted its slot, and a full reservation is for the next plan to replace.
-func capacityTypes(pool *karpenter.NodePool, chosen string) []string {
-	if chosen == karpenter.CapacityTypeReserved {
-		return []string{chosen}
-	}
-	out := []string{chosen}
-	if chosen == karpenter.CapacityTypeSpot && allowsCapacityType(pool, karpenter.CapacityTypeOnDemand) {
-		out = append(out, karpenter.CapacityTypeOnDemand)
-	}
-	return out
-}
-
-// allowsCapacityType reports whether the pool's requirements admit ct.
-func allowsCapacityType(pool *karpenter.NodePool, ct string) bool {
-	for _, r := range pool.Spec.Template.Spec.Requirements {
-		if r.Key == karpenter.CapacityTypeLabelKey && !r.MatchesLabels(map[string]string{karpenter.CapacityTypeLabelKey: ct}) {
-			return false
-		}
-	}
-	return true
 }
 
 // reservations asks EC2 which capacity reservations each class selects and how

@@ -21,10 +21,10 @@ import (
 
 // TestReservedCapacityRequestedAndLabelled: a node the plan put in a capacity
 // reservation launches into that reservation only (no other capacity type, no
-// other zone); any other node launches as before, spot falling back to
-// on-demand where the pool allows it, never into a reservation. A node
-// launched into a reservation carries karpenter.sh/capacity-type=reserved and
-// Karpenter's reservation labels.
+// other zone); any other node launches in its planned zone and capacity type
+// first, then in the others its requirements (its NodeClaim's) allow, never
+// into a reservation. A node launched into a reservation carries
+// karpenter.sh/capacity-type=reserved and Karpenter's reservation labels.
 func TestReservedCapacityRequestedAndLabelled(t *testing.T) {
 	pool := func(cts ...string) *karpenter.NodePool {
 		np := &karpenter.NodePool{}
@@ -35,19 +35,36 @@ func TestReservedCapacityRequestedAndLabelled(t *testing.T) {
 	}
 	withTerms := &karpenter.EC2NodeClass{}
 	withTerms.Spec.CapacityReservationSelectorTerms = []karpenter.CapacityReservationSelectorTerm{{Tags: map[string]string{"purpose": "training"}}}
+	// planned is a node as the engine writes it: planned in zone as chosen,
+	// its requirements allowing zones and capacity types.
+	planned := func(zone, chosen string, zones, cts []string) *packer.NewNode {
+		return &packer.NewNode{NodePool: "training", InstanceType: "m6i.large", CapacityType: chosen, Zone: zone, Options: []string{"m6i.large"},
+			Requirements: []karpenter.NodeSelectorRequirementWithMinValues{
+				{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: zones},
+				{Key: karpenter.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: cts}}}
+	}
+	all := []string{"us-east-1a", "us-east-1b", "us-east-1c"}
 	for _, c := range []struct {
-		name   string
-		pool   *karpenter.NodePool
-		chosen string
-		want   []string
+		name            string
+		nn              *packer.NewNode
+		zones, fallback []string
+		cts             []string
 	}{
-		{"planned in a reservation", pool("reserved", "spot", "on-demand"), "reserved", []string{"reserved"}},
-		{"planned spot beside a reservation", pool("reserved", "spot", "on-demand"), "spot", []string{"spot", "on-demand"}},
-		{"planned on-demand", pool("reserved", "on-demand"), "on-demand", []string{"on-demand"}},
-		{"spot only", pool("spot"), "spot", []string{"spot"}},
+		{"planned spot beside a reservation", planned("us-east-1b", "spot", all, []string{"spot", "on-demand"}),
+			[]string{"us-east-1b"}, []string{"us-east-1a", "us-east-1c"}, []string{"spot", "on-demand"}},
+		{"planned on-demand, its zone pinned", planned("us-east-1b", "on-demand", []string{"us-east-1b"}, []string{"on-demand"}),
+			[]string{"us-east-1b"}, nil, []string{"on-demand"}},
+		{"spot only, two zones", planned("us-east-1b", "spot", []string{"us-east-1a", "us-east-1b"}, []string{"spot"}),
+			[]string{"us-east-1b"}, []string{"us-east-1a"}, []string{"spot"}},
 	} {
-		if got := capacityTypes(c.pool, c.chosen); !slices.Equal(got, c.want) {
-			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		req := launchRequest(pool("reserved", "spot", "on-demand"), withTerms, c.nn)
+		if !slices.Equal(req.Zones, c.zones) || !slices.Equal(req.FallbackZones, c.fallback) || req.FallbackAnyZone ||
+			!slices.Equal(req.CapacityTypes, c.cts) || req.CapacityReservationID != "" {
+			t.Errorf("%s: zones %v then %v (any %v), capacity types %v, reservation %q; want %v then %v, %v", c.name,
+				req.Zones, req.FallbackZones, req.FallbackAnyZone, req.CapacityTypes, req.CapacityReservationID, c.zones, c.fallback, c.cts)
+		}
+		if claim := nodeClaimFor(pool("spot", "on-demand"), withTerms, c.nn); !reflect.DeepEqual(claim.Spec.Requirements, c.nn.Requirements) {
+			t.Errorf("%s: NodeClaim requirements %v, want the node's %v", c.name, claim.Spec.Requirements, c.nn.Requirements)
 		}
 	}
 	nn := &packer.NewNode{NodePool: "training", InstanceType: "p5.48xlarge", CapacityType: "reserved", CapacityReservationID: "cr-0a1b2c3d4e5f60718",
