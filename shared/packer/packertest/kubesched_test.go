@@ -321,7 +321,7 @@ func (c *agreeCluster) podKey(key string) types.NamespacedName {
 }
 
 // inFlightNode is the node an in-flight NodeClaim becomes, as the engine counts it:
-// its labels and single-valued requirements, its pool's labels and its type's
+// its labels, the single-valued requirements they leave unset, its pool's labels and its type's
 // labels; the type's allocatable with its class's overhead.
 func inFlightNode(snap *packer.Snapshot, nc *karpenter.NodeClaim) (map[string]string, corev1.ResourceList, bool) {
 	labels := map[string]string{}
@@ -329,7 +329,7 @@ func inFlightNode(snap *packer.Snapshot, nc *karpenter.NodeClaim) (map[string]st
 		labels[k] = v
 	}
 	for _, r := range nc.Spec.Requirements {
-		if r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+		if _, set := labels[r.Key]; !set && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
 			labels[r.Key] = r.Values[0]
 		}
 	}

@@ -380,7 +380,7 @@ func (b *boundBuilder) buildVariables() {
 			lbl[k] = v
 		}
 		for _, r := range nc.Spec.Requirements {
-			if r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+			if _, set := lbl[r.Key]; !set && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
 				lbl[r.Key] = r.Values[0]
 			}
 		}
