@@ -26,8 +26,9 @@ import (
 const MaxOverrides = 60
 
 // maxFleetCalls bounds the CreateFleet calls of one capacity type in one
-// launch; each call past the first needs a fresh unavailable offering, so the
-// bound is only reached by an endpoint that misbehaves.
+// launch's chosen zones, and again in all its zones; each call past the first
+// needs a fresh unavailable offering, so the bound is only reached by an
+// endpoint that misbehaves.
 const maxFleetCalls = 20
 
 // LaunchRequest asks for one instance for one NodeClaim.
