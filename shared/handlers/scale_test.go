@@ -239,7 +239,9 @@ func scaleRun(b *testing.B, cached string) (prov, cons scaleResult) {
 		b.Fatal(err)
 	}
 	defer sim.Close()
+	stopAPIProfile := profileAPIServer(b, env.Config, Provisioner)
 	prov = runScaleChild(b, env, sim, Provisioner)
+	stopAPIProfile()
 	prov.CacheWarm = warm
 	cons = runScaleChild(b, env, sim, Consolidator)
 	return prov, cons
@@ -276,6 +278,47 @@ func waitCachesReady(cfg *rest.Config) (time.Duration, error) {
 		}
 	}
 	return time.Since(start), nil
+}
+
+// profileAPIServer keeps, with JOINER_SCALE_PROFILE=DIR, the API server's CPU
+// profile while fn runs in DIR/apiserver-<fn>.cpu.pprof: at 10,000 nodes the API
+// server's own work bounds how fast a burst's writes go. The returned func stops it.
+func profileAPIServer(b *testing.B, cfg *rest.Config, fn string) func() {
+	dir := os.Getenv("JOINER_SCALE_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	c := rest.CopyConfig(cfg)
+	c.Timeout = 0
+	cs, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// The profile runs for at most this long; stopping earlier cancels it, and
+		// the API server then answers nothing, so it is taken in one-minute pieces.
+		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "60").DoRaw(ctx)
+		if err != nil && ctx.Err() == nil {
+			b.Logf("API server profile: %v", err)
+			return
+		}
+		if len(raw) > 0 {
+			_ = os.WriteFile(filepath.Join(dir, "apiserver-"+fn+".cpu.pprof"), raw, 0o644)
+		}
+	}()
+	return func() {
+		// Let the sixty seconds end rather than losing the profile: the invocation
+		// took at most about that long.
+		select {
+		case <-done:
+		case <-time.After(65 * time.Second):
+			cancel()
+			<-done
+		}
+	}
 }
 
 func runScaleChild(b *testing.B, env *kubetest.Env, sim *awssim.Sim, fn string) scaleResult {
