@@ -336,11 +336,7 @@ func TestPlanInstanceProfiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out []string
-			for _, c := range changes {
-				out = append(out, c.String())
-			}
-			return out
+			return changeStrings(changes)
 		}
 		want := []string{"CreateInstanceProfile " + name, "AddRoleToInstanceProfile " + name + " role " + testRole}
 		if got := plan(shadow()); !slices.Equal(got, want) {
@@ -376,11 +372,7 @@ func TestPlanInstanceProfiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out []string
-			for _, c := range changes {
-				out = append(out, c.String())
-			}
-			return out
+			return changeStrings(changes)
 		}
 		if got := collect(); !slices.Equal(got, []string{"DeleteInstanceProfile " + name}) {
 			t.Errorf("deleted class: planned %q, want its profile's deletion", got)
@@ -425,4 +417,13 @@ func TestConcurrentLaunchesReadyTheProfileOnce(t *testing.T) {
 			}
 		}
 	})
+}
+
+// changeStrings is each planned profile change as it prints.
+func changeStrings[C fmt.Stringer](changes []C) []string {
+	out := make([]string, 0, len(changes))
+	for _, c := range changes {
+		out = append(out, c.String())
+	}
+	return out
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 	"github.com/joiner-autoscaler/joiner/shared/kube/access"
 	"github.com/joiner-autoscaler/joiner/shared/kube/kubetest"
+	"github.com/joiner-autoscaler/joiner/shared/packer/workload"
 )
 
 // The scale benchmark's cluster. scaleGenVersion names the generator: change it with
@@ -233,7 +234,7 @@ func scaleRun(b *testing.B, cached string) (prov, cons scaleResult) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("the API server's caches were ready %v after it started (load %s)", warm.Round(time.Second), loadAverage())
+	b.Logf("the API server's caches were ready %v after it started (load %s)", warm.Round(time.Second), workload.LoadAverage())
 	sim, err := awssim.Start(context.Background(), awssim.Config{Seed: ptrSeed(awssim.DefaultSeed(scaleCluster))})
 	if err != nil {
 		b.Fatal(err)
@@ -341,7 +342,7 @@ func runScaleChild(b *testing.B, env *kubetest.Env, sim *awssim.Sim, fn string) 
 	if err := json.Unmarshal(raw, &r); err != nil {
 		b.Fatal(err)
 	}
-	r.Wall, r.Load = wall, loadAverage()
+	r.Wall, r.Load = wall, workload.LoadAverage()
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.MaxRSS = ru.Maxrss << 10 // KiB on Linux
 	}
@@ -464,7 +465,7 @@ func medianRun(rs []scaleResult) scaleResult {
 
 func printScaleTable(w io.Writer, provs, conss []scaleResult) {
 	fmt.Fprintf(w, "\nInvocations on %d nodes, %d NodeClaims, %d pods (%d pending); load average %s\n", scaleNodes, scaleNodes,
-		scaleBoundApp+scaleNodes*scaleDSPerNode+scalePending, scalePending, loadAverage())
+		scaleBoundApp+scaleNodes*scaleDSPerNode+scalePending, scalePending, workload.LoadAverage())
 	fmt.Fprintf(w, "| function | run | wall s | handler s | read / decide / act s | peak RSS MB | API requests | MB read | load after | decision |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	phases := func(r scaleResult) string {
 		p := r.Summary.PhaseMillis
@@ -533,18 +534,6 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
-}
-
-func loadAverage() string {
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(raw))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // populateScale writes the benchmark cluster with parallel writers.
