@@ -35,7 +35,7 @@ import (
 )
 
 var (
-	agreeRun      = flag.Bool("agree", false, "run TestPlansAgreeWithKubeScheduler (opt-in: 18 of 200 random clusters still disagree, issue 19 item 4)")
+	agreeRun      = flag.Bool("agree", false, "run TestPlansAgreeWithKubeScheduler (opt-in: 17 of 200 random clusters still disagree, issue 19 item 4)")
 	agreeSeeds    = flag.Int("agree.seeds", 200, "number of random clusters TestPlansAgreeWithKubeScheduler hands to kube-scheduler")
 	agreeFirst    = flag.Int64("agree.first", 1, "first seed of TestPlansAgreeWithKubeScheduler")
 	agreeMaxPods  = flag.Int("agree.maxpods", 80, "largest pending-pod count of a cluster in TestPlansAgreeWithKubeScheduler")
@@ -72,10 +72,10 @@ func TestPlansAgreeWithKubeScheduler(t *testing.T) {
 		t.Skip("starts kube-apiserver, kube-scheduler and KWOK")
 	}
 	if !*agreeRun {
-		// Not yet part of make test: 0 disagreements on the first 20 clusters, 53 pods in
-		// 18 of 200 (binding-order effects of spread constraints, README "Scheduling
+		// Not yet part of make test: 0 disagreements on the first 20 clusters, 55 pods in
+		// 17 of 200 (binding-order effects of spread constraints, README "Scheduling
 		// fidelity"; issue 19 item 4). make agree runs 200.
-		t.Skip("opt-in with -agree (make agree): 18 of 200 random clusters still disagree with kube-scheduler (issue 19 item 4)")
+		t.Skip("opt-in with -agree (make agree): 17 of 200 random clusters still disagree with kube-scheduler (issue 19 item 4)")
 	}
 	s := kubetest.SharedScheduling(t)
 	cfg := rest.CopyConfig(s.Config)
