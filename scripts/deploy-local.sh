@@ -12,7 +12,10 @@
 #                                                    stack; its outputs into OUTDIR/outputs.json
 #   scripts/deploy-local.sh uncreated OUTDIR STACK   the template's resources moto did not
 #                                                    create, with how each type is covered
-#   scripts/deploy-local.sh destroy OUTDIR CONTEXT...
+#   scripts/deploy-local.sh destroy OUTDIR [CONTEXT...]
+#                                                    cdk destroy of the stack deploy put in
+#                                                    OUTDIR (its cloud assembly: no second
+#                                                    synthesis; CONTEXT only without one)
 #
 # The CDK CLI (aws-cdk 2.1148.1, infra/package.json) reads AWS_ENDPOINT_URL and the
 # per-service AWS_ENDPOINT_URL_<SERVICE> variables (the AWS SDK for JavaScript v3's
@@ -103,7 +106,13 @@ deploy() {
 destroy() {
 	local out=$1
 	shift
-	(cd "$root" && "$cdk" destroy --all --force --no-notices --ci -o "$out/cdk.out" "$@")
+	if [ -f "$out/cdk.out/manifest.json" ]; then
+		# What deploy synthesized names the stack; running the app again would only
+		# cost a synthesis to say the same.
+		(cd "$root" && "$cdk" destroy --all --force --no-notices --ci --app "$out/cdk.out")
+	else
+		(cd "$root" && "$cdk" destroy --all --force --no-notices --ci -o "$out/cdk.out" "$@")
+	fi
 }
 
 # uncreated OUTDIR STACK: every template resource without a created counterpart in
@@ -193,6 +202,6 @@ destroy)
 	destroy "$@"
 	;;
 *)
-	die "usage: $0 up | deploy OUTDIR CONTEXT... | uncreated OUTDIR STACK | destroy OUTDIR CONTEXT..."
+	die "usage: $0 up | deploy OUTDIR CONTEXT... | uncreated OUTDIR STACK | destroy OUTDIR [CONTEXT...]"
 	;;
 esac

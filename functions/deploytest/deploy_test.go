@@ -81,8 +81,12 @@ func TestDeployedStack(t *testing.T) {
 	if err := w.moto.StopEnforcingIAM(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Run("cdk_destroy", w.destroy)
+	// Removing, as infra/README.md says: first what AWS does to `cdk destroy` run
+	// before `joiner cleanup`, then the documented order.
+	resources := w.stackResources(t)
+	t.Run("cdk_destroy_before_cleanup", func(t *testing.T) { w.destroyBeforeCleanup(t, resources) })
 	t.Run("joiner_cleanup", w.cleanup)
+	t.Run("cdk_destroy", func(t *testing.T) { w.destroy(t, resources) })
 	t.Logf("TestDeployedStack: %.1f s in all", time.Since(start).Seconds())
 }
 
@@ -592,38 +596,57 @@ func (w *world) rulePatterns(t *testing.T) {
 	}
 }
 
-// destroy: `cdk destroy` removes every resource of the stack (the log groups, kept
-// on purpose, aside).
-func (w *world) destroy(t *testing.T) {
-	defer phase(t, "cdk destroy")()
-	var before struct {
-		StackResourceSummaries []struct {
-			LogicalResourceID  string `json:"LogicalResourceId"`
-			PhysicalResourceID string `json:"PhysicalResourceId"`
-			ResourceType       string `json:"ResourceType"`
-		} `json:"StackResourceSummaries"`
+// stackResource is one line of ListStackResources.
+type stackResource struct {
+	LogicalResourceID  string `json:"LogicalResourceId"`
+	PhysicalResourceID string `json:"PhysicalResourceId"`
+	ResourceType       string `json:"ResourceType"`
+}
+
+// stackResources lists what CloudFormation created for the stack, to check afterwards
+// that each is gone from its service.
+func (w *world) stackResources(t *testing.T) []stackResource {
+	t.Helper()
+	var out struct {
+		StackResourceSummaries []stackResource `json:"StackResourceSummaries"`
 	}
-	w.awsCLI(t, &before, "cloudformation", "list-stack-resources", "--stack-name", w.stack)
-	// What a Joiner instance profile holds when the stack goes: the node role.
-	profiles, err := iam.NewFromConfig(w.admin).ListInstanceProfilesForRole(context.Background(), &iam.ListInstanceProfilesForRoleInput{RoleName: aws.String(w.outputs["NodeRoleName"])})
-	if err != nil {
-		t.Fatal(err)
+	w.awsCLI(t, &out, "cloudformation", "list-stack-resources", "--stack-name", w.stack)
+	var rs []stackResource
+	for _, r := range out.StackResourceSummaries {
+		if r.LogicalResourceID != "" { // moto lists what its CloudFormation skipped as empty entries (moto-coverage.tsv)
+			rs = append(rs, r)
+		}
 	}
-	w.deployScript(t, append([]string{"destroy", w.outDir}, w.context...)...)
+	if len(rs) == 0 {
+		t.Fatalf("the stack %s lists no resources", w.stack)
+	}
+	return rs
+}
+
+// stackStatus is the stack's status and its reason, "" once it is deleted.
+func (w *world) stackStatus(t *testing.T) (status, reason string) {
+	t.Helper()
 	var stacks struct {
 		Stacks []struct {
-			StackName   string `json:"StackName"`
-			StackStatus string `json:"StackStatus"`
+			StackName         string `json:"StackName"`
+			StackStatus       string `json:"StackStatus"`
+			StackStatusReason string `json:"StackStatusReason"`
 		} `json:"Stacks"`
 	}
 	w.awsCLI(t, &stacks, "cloudformation", "describe-stacks")
 	for _, s := range stacks.Stacks {
-		if s.StackName == w.stack && s.StackStatus != "DELETE_COMPLETE" {
-			t.Errorf("stack %s is %s after cdk destroy", s.StackName, s.StackStatus)
+		if s.StackName == w.stack {
+			return s.StackStatus, s.StackStatusReason
 		}
 	}
-	// Every physical resource the stack created is gone from its service, read back
-	// from that service (not from CloudFormation's own account of it).
+	return "", ""
+}
+
+// left reads each of the stack's resources back from its own service (not from
+// CloudFormation's account of it) and returns those still there by logical ID, the
+// log groups still there by name, and how many resources it read back.
+func (w *world) left(t *testing.T, resources []stackResource) (left map[string]string, logGroups []string, checked int) {
+	t.Helper()
 	live := map[string]map[string]bool{}
 	list := func(typ, query string, args ...string) {
 		var names []string
@@ -642,11 +665,8 @@ func (w *world) destroy(t *testing.T) {
 	list("AWS::Logs::LogGroup", "logGroups[].logGroupName", "logs", "describe-log-groups")
 	// Gone with what holds them: a role's inline policies, a function's permissions.
 	partOf := map[string]string{"AWS::IAM::Policy": "its role", "AWS::Lambda::Permission": "its function"}
-	checked, retained := 0, 0
-	for _, r := range before.StackResourceSummaries {
-		if r.LogicalResourceID == "" {
-			continue // moto lists what its CloudFormation skipped as empty entries (moto-coverage.tsv)
-		}
+	left = map[string]string{}
+	for _, r := range resources {
 		id := r.PhysicalResourceID
 		if r.ResourceType == "AWS::Events::Rule" {
 			// A rule on Joiner's bus is <bus>|<rule> (or an ARN ending in /<rule>); the
@@ -655,29 +675,87 @@ func (w *world) destroy(t *testing.T) {
 		}
 		switch names, ok := live[r.ResourceType]; {
 		case r.ResourceType == "AWS::Logs::LogGroup":
-			// Kept on purpose (RemovalPolicy RETAIN): the functions' audit trail.
+			checked++
 			if names[id] {
-				retained++
+				logGroups = append(logGroups, id)
 			}
 		case ok:
 			checked++
 			if names[id] {
-				t.Errorf("%s %s (%s) is left after cdk destroy", r.ResourceType, r.LogicalResourceID, id)
+				left[r.LogicalResourceID] = r.ResourceType + " " + id
 			}
 		case partOf[r.ResourceType] != "":
 		default:
 			t.Errorf("%s %s: no check that cdk destroy removed it", r.ResourceType, r.LogicalResourceID)
 		}
 	}
-	if checked == 0 {
-		t.Fatalf("the stack listed no resources to check: %+v", before)
+	sort.Strings(logGroups)
+	return left, logGroups, checked
+}
+
+// destroyBeforeCleanup: `cdk destroy` while the instance profile Joiner made still
+// holds the stack's node role stops where AWS stops: IAM refuses DeleteRole
+// (DeleteConflict, moto_iam.py answering as IAM does), the stack is DELETE_FAILED
+// naming the node role, and everything else of it is gone.
+func (w *world) destroyBeforeCleanup(t *testing.T, resources []stackResource) {
+	defer phase(t, "cdk destroy before joiner cleanup")()
+	profiles, err := iam.NewFromConfig(w.admin).ListInstanceProfilesForRole(context.Background(), &iam.ListInstanceProfilesForRoleInput{RoleName: aws.String(w.outputs["NodeRoleName"])})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("cdk destroy: %d resources checked gone in their services, %d log groups retained on purpose, the rest (inline policies, permissions) gone with their role or function",
-		checked, retained)
-	if n := len(profiles.InstanceProfiles); n > 0 {
-		t.Logf("known limit: %d Joiner instance profile(s) held the node role %s, yet moto's CloudFormation deleted the role; "+
-			"AWS answers DeleteConflict and the stack stops in DELETE_FAILED until `joiner cleanup` runs (infra/README.md, Removing)", n, w.outputs["NodeRoleName"])
+	if len(profiles.InstanceProfiles) == 0 {
+		t.Fatalf("no instance profile holds the node role %s: nothing for cdk destroy to stop at", w.outputs["NodeRoleName"])
 	}
+	out, err := w.runDeployScript(append([]string{"destroy", w.outDir}, w.context...)...)
+	if err == nil {
+		t.Fatalf("cdk destroy succeeded while %s held the node role; AWS refuses it:\n%s", aws.ToString(profiles.InstanceProfiles[0].InstanceProfileName), out)
+	}
+	status, reason := w.stackStatus(t)
+	nodeRole := ""
+	for _, r := range resources {
+		if r.ResourceType == "AWS::IAM::Role" && r.PhysicalResourceID == w.outputs["NodeRoleName"] {
+			nodeRole = r.LogicalResourceID
+		}
+	}
+	if status != "DELETE_FAILED" || nodeRole == "" || !strings.Contains(reason, nodeRole) {
+		t.Errorf("stack %s after cdk destroy: %s %q, want DELETE_FAILED naming the node role (%s)", w.stack, status, reason, nodeRole)
+	}
+	if !strings.Contains(out, "DELETE_FAILED") || !strings.Contains(out, "must remove roles from instance profile first") {
+		t.Errorf("cdk destroy's output does not report IAM's DeleteConflict:\n%s", out)
+	}
+	left, _, _ := w.left(t, resources)
+	if len(left) != 1 || left[nodeRole] == "" {
+		t.Errorf("left after the failed cdk destroy: %v, want the node role %s only", left, nodeRole)
+	}
+	t.Logf("cdk destroy before joiner cleanup: %s (%s); left: %v", status, strings.TrimSpace(reason), left)
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "DELETE_FAILED") || strings.Contains(line, "failed") {
+			t.Logf("  %s", strings.TrimSpace(line))
+		}
+	}
+}
+
+// destroy: `cdk destroy` after `joiner cleanup` deletes the stack (DELETE_COMPLETE)
+// and every resource of it but the log groups, kept on purpose (RemovalPolicy RETAIN).
+func (w *world) destroy(t *testing.T, resources []stackResource) {
+	defer phase(t, "cdk destroy")()
+	out, err := w.runDeployScript(append([]string{"destroy", w.outDir}, w.context...)...)
+	if err != nil {
+		t.Fatalf("cdk destroy: %v\n%s", err, out)
+	}
+	// Deleted: gone from the list, DELETE_COMPLETE by its ID.
+	if status, reason := w.stackStatus(t); status != "" {
+		t.Errorf("stack %s is %s (%s) after cdk destroy", w.stack, status, reason)
+	}
+	left, logGroups, checked := w.left(t, resources)
+	for id, what := range left {
+		t.Errorf("%s (%s) is left after cdk destroy", what, id)
+	}
+	if len(logGroups) != len(functions) {
+		t.Errorf("log groups kept: %v, want the %d functions' (RemovalPolicy RETAIN)", logGroups, len(functions))
+	}
+	t.Logf("cdk destroy: stack deleted, %d resources read back from their services, all gone but the log groups kept on purpose %v; "+
+		"the rest (inline policies, permissions) gone with their role or function", checked, logGroups)
 }
 
 // cleanup: `joiner cleanup` terminates the instances Joiner left behind (by its tags),

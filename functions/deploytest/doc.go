@@ -14,8 +14,10 @@
 // warning, the replacement and drain, a consolidation), checks that every call the
 // functions and the forwarder made was allowed and that calls outside the policies are
 // refused, tests the deployed rules' patterns against every sample in events/, then
-// runs `cdk destroy` (nothing of the stack may remain) and `joiner cleanup` (the
-// instances Joiner launched go, by tag).
+// removes it: `cdk destroy` before `joiner cleanup` must stop at the node role the
+// instance profile Joiner made holds (DELETE_FAILED, as on AWS), `joiner cleanup`
+// removes the instances Joiner launched (by tag), its launch template and profile, and
+// `cdk destroy` again deletes the stack (nothing of it may remain).
 //
 // It takes about 2.5 minutes with warm caches on two cores (most of it the CDK app's
 // synthesis and cdk destroy). JOINER_DEPLOYTEST_LOGS=<dir> keeps moto_iam.py's

@@ -355,15 +355,22 @@ func (w *world) seed(t *testing.T) {
 // deployScript runs scripts/deploy-local.sh against the test's moto.
 func (w *world) deployScript(t *testing.T, args ...string) string {
 	t.Helper()
+	out, err := w.runDeployScript(args...)
+	if err != nil {
+		t.Fatalf("scripts/deploy-local.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// runDeployScript is deployScript for a run that may fail: its output and error.
+func (w *world) runDeployScript(args ...string) (string, error) {
 	cmd := exec.Command("bash", append([]string{filepath.Join(w.root, "scripts", "deploy-local.sh")}, args...)...)
 	cmd.Dir = w.root
 	cmd.Env = append(os.Environ(), "MOTO_ENDPOINT="+w.moto.URL)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("scripts/deploy-local.sh %s: %v\n%s", strings.Join(args, " "), err, out.String())
-	}
-	return out.String()
+	err := cmd.Run()
+	return out.String(), err
 }
 
 // deploy runs `cdk bootstrap` and `cdk deploy` of the self-managed example stack with

@@ -30,12 +30,13 @@ are assumed roles (the credentials a Lambda function or an IRSA pod gets):
     condition keys it does not know, which would let any sub through). The
     token's signature is not verified (moto has no key discovery).
 
-IAM users (the test harness's administrator) keep moto's own evaluation. Four moto
+IAM users (the test harness's administrator) keep moto's own evaluation. Five moto
 gaps outside IAM are bridged too: a rule's Lambda target (see "EventBridge targets"
 below), AWS's public parameters moto does not ship (see "Public parameters"),
 CreateFleet's instances lacking their launch template's instance profile (see
-"CreateFleet's instance profile") and TestEventPattern, which moto leaves empty (see
-"TestEventPattern").
+"CreateFleet's instance profile"), TestEventPattern, which moto leaves empty (see
+"TestEventPattern"), and a stack deletion that AWS stops at a role an instance
+profile still holds (see "CloudFormation's role deletion").
 
 Every decision is appended to $MOTO_IAM_LOG (JSON lines) when set: the tests read it to
 show which calls the deployed roles made and why a refused call was refused.
@@ -58,6 +59,7 @@ from typing import Any
 from moto import server, settings
 from moto.core import authorization
 from moto.core.exceptions import JsonRESTError, _RESTError
+from moto.cloudformation import models as cfn_models
 from moto.core.utils import iso_8601_datetime_without_milliseconds, utcfromtimestamp
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.fleets import FleetsBackend
@@ -65,6 +67,8 @@ from moto.events import models as events_models
 from moto.events.models import events_backends
 from moto.events.responses import EventsHandler
 from moto.iam import access_control
+from moto.iam import models as iam_models
+from moto.iam.exceptions import DeleteConflictException
 from moto.iam.models import iam_backends
 from moto.secretsmanager.models import secretsmanager_backends
 from moto.ssm import models as ssm_models
@@ -849,6 +853,85 @@ def create_fleet(self: Any, *args: Any, **kwargs: Any) -> Any:
     return fleet
 
 
+# --- CloudFormation's role deletion -------------------------------------------------
+#
+# CloudFormation deletes an AWS::IAM::Role by deleting its inline policies, detaching
+# its managed ones and calling DeleteRole, which IAM refuses with DeleteConflict (HTTP
+# 409, "Cannot delete entity, must remove roles from instance profile first.") while
+# an instance profile holds the role; the stack then stops in DELETE_FAILED, the rest
+# of it deleted. That is what happens to the node role when `cdk destroy` runs before
+# `joiner cleanup` has deleted the instance profiles Joiner made for it. moto 5.2.1's
+# IAM DeleteRole answers DeleteConflict already, but its CloudFormation handler first
+# takes the role out of every instance profile (the deletion succeeded where AWS's
+# fails, and Joiner's profiles were left empty), and a resource that cannot be deleted
+# escapes DeleteStack as HTTP 500 with the stack gone from the list. Here the handler
+# refuses as IAM does, and the stack is DELETE_FAILED with AWS's reasons, its
+# undeleted resources kept, so that DeleteStack can be retried once the profiles are
+# gone.
+
+_moto_delete_role_cfn = iam_models.Role.delete_from_cloudformation_json
+
+
+def delete_role_from_cloudformation(cls: Any, resource_name: str, cloudformation_json: dict[str, Any],
+                                    account_id: str, region_name: str) -> None:
+    backend = iam_backends[account_id][PARTITION]
+    if any(r.name == resource_name for ip in backend.instance_profiles.values() for r in ip.roles):
+        raise DeleteConflictException("Cannot delete entity, must remove roles from instance profile first.")
+    _moto_delete_role_cfn(resource_name, cloudformation_json, account_id, region_name)
+
+
+class StackDeleteFailed(Exception):
+    """Stack.delete stopped at a resource: the stack is DELETE_FAILED."""
+
+
+def _failure_reason(e: Exception) -> str:
+    code = getattr(e, "code", "")
+    message = getattr(e, "message", "") or str(e)
+    if isinstance(e, DeleteConflictException):
+        return f"{message} (Service: Iam, Status Code: 409, Error Code: {code})"
+    return f"{message} ({code})" if isinstance(code, str) and code else message
+
+
+def stack_delete(self: Any) -> None:
+    self._add_stack_event("DELETE_IN_PROGRESS", resource_status_reason="User Initiated")
+    rm = self.resource_map
+    try:
+        rm.delete()
+    except Exception as e:  # noqa: BLE001 - whatever a resource's deletion raised
+        reason = _failure_reason(e)
+        left = sorted(k for k, v in rm._resource_json_map.items()
+                      if v.get("DeletionPolicy") != "Retain" and rm._parsed_resources.get(k) is not None
+                      and not isinstance(rm._parsed_resources.get(k), str))
+        for logical in left:
+            self.events.append(cfn_models.Event(
+                stack_id=self.stack_id, stack_name=self.name, logical_resource_id=logical,
+                physical_resource_id=getattr(rm._parsed_resources[logical], "physical_resource_id", ""),
+                resource_type=rm._resource_json_map[logical].get("Type", ""), resource_status="DELETE_FAILED",
+                resource_status_reason=reason, resource_properties=None))
+        self.status = "DELETE_FAILED"
+        self.stack_status_reason = "The following resource(s) failed to delete: [" + ", ".join(left) + "]. "
+        self._add_stack_event("DELETE_FAILED", resource_status_reason=self.stack_status_reason)
+        raise StackDeleteFailed(self.stack_status_reason) from e
+    self._add_stack_event("DELETE_COMPLETE")
+    self.status = "DELETE_COMPLETE"
+
+
+_moto_delete_stack = cfn_models.CloudFormationBackend.delete_stack
+
+
+def delete_stack(self: Any, name_or_stack_id: str) -> None:
+    stack = next((s for s in self.stacks.values() if name_or_stack_id in (s.stack_id, s.name)), None)
+    try:
+        _moto_delete_stack(self, name_or_stack_id)
+    except StackDeleteFailed:
+        # moto took it off the list before deleting; a failed stack stays listed.
+        self.stacks[stack.stack_id] = stack
+        self.deleted_stacks.pop(stack.stack_id, None)
+
+
+iam_models.Role.delete_from_cloudformation_json = classmethod(delete_role_from_cloudformation)
+cfn_models.Stack.delete = stack_delete
+cfn_models.CloudFormationBackend.delete_stack = delete_stack
 FleetsBackend.create_fleet = create_fleet
 EventsHandler.test_event_pattern = test_event_pattern
 ssm_models.ParameterDict._check_loading_status = check_loading_status
