@@ -736,7 +736,8 @@ func (w *world) destroyBeforeCleanup(t *testing.T, resources []stackResource) {
 }
 
 // destroy: `cdk destroy` after `joiner cleanup` deletes the stack (DELETE_COMPLETE)
-// and every resource of it but the log groups, kept on purpose (RemovalPolicy RETAIN).
+// and every resource of it but the log groups, kept on purpose (RemovalPolicy RETAIN);
+// those go by the commands infra/README.md gives.
 func (w *world) destroy(t *testing.T, resources []stackResource) {
 	defer phase(t, "cdk destroy")()
 	out, err := w.runDeployScript(append([]string{"destroy", w.outDir}, w.context...)...)
@@ -756,6 +757,20 @@ func (w *world) destroy(t *testing.T, resources []stackResource) {
 	}
 	t.Logf("cdk destroy: stack deleted, %d resources read back from their services, all gone but the log groups kept on purpose %v; "+
 		"the rest (inline policies, permissions) gone with their role or function", checked, logGroups)
+
+	// infra/README.md, "Removing": the retained log groups, by the prefix CloudFormation names
+	// them with (<stack>-<logical ID>...).
+	for _, f := range functions {
+		var names []string
+		w.awsCLI(t, &names, "logs", "describe-log-groups", "--log-group-name-prefix", w.stack+"-"+strings.ToUpper(f[:1])+f[1:]+"Logs",
+			"--query", "logGroups[].logGroupName")
+		for _, n := range names {
+			w.awsCLI(t, nil, "logs", "delete-log-group", "--log-group-name", n)
+		}
+	}
+	if _, logGroups, _ = w.left(t, resources); len(logGroups) > 0 {
+		t.Errorf("log groups left after infra/README.md's delete-log-group commands: %v", logGroups)
+	}
 }
 
 // cleanup: `joiner cleanup` terminates the instances Joiner left behind (by its tags),
