@@ -9,6 +9,7 @@ package mototest
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -32,8 +33,18 @@ type Server struct {
 	URL  string
 	cmd  *exec.Cmd
 	logs *syncBuilder
-	// publicParams is the file moto_iam.py reads AWS's public SSM parameters from.
-	publicParams string
+	// publicParams is the file moto_iam.py reads AWS's public SSM parameters from;
+	// eksClusters the one it reads EKS clusters' endpoints from.
+	publicParams, eksClusters string
+	mu                        sync.Mutex
+	served                    map[string]eksCluster
+}
+
+// eksCluster is what DescribeCluster answers for a cluster ServeEKSCluster names.
+type eksCluster struct {
+	Endpoint             string `json:"endpoint"`
+	CertificateAuthority string `json:"certificateAuthority"`
+	Version              string `json:"version"`
 }
 
 // Start runs a moto_server and waits until it answers.
@@ -73,10 +84,11 @@ func StartWithIAM(repoRoot, logPath string) (*Server, error) {
 		}
 	}
 	s, err := start(py, []string{"JOINER_NODE_MODULES=" + modules, "JOINER_NODE=" + node, "MOTO_IAM_LOG=" + logPath,
-		"MOTO_LAMBDA_DELIVERIES=" + logPath + ".lambda", "MOTO_PUBLIC_PARAMETERS=" + logPath + ".public.json"},
+		"MOTO_LAMBDA_DELIVERIES=" + logPath + ".lambda", "MOTO_PUBLIC_PARAMETERS=" + logPath + ".public.json",
+		"MOTO_EKS_CLUSTERS=" + logPath + ".eks.json"},
 		filepath.Join(repoRoot, "shared", "mototest", "iam", "moto_iam.py"))
 	if s != nil {
-		s.publicParams = logPath + ".public.json"
+		s.publicParams, s.eksClusters = logPath+".public.json", logPath+".eks.json"
 	}
 	return s, err
 }
@@ -98,6 +110,27 @@ func (s *Server) PublishPublicParameters(params map[string]string) error {
 		return err
 	}
 	return os.WriteFile(s.publicParams, b, 0o644)
+}
+
+// ServeEKSCluster makes DescribeCluster of the EKS cluster name (created in moto
+// with CreateCluster) answer with an API server's endpoint, CA bundle (PEM) and
+// Kubernetes version, on a server from StartWithIAM: moto gives a cluster a made-up
+// endpoint and no call to change it.
+func (s *Server) ServeEKSCluster(name, endpoint string, caPEM []byte, version string) error {
+	if s.eksClusters == "" {
+		return fmt.Errorf("EKS clusters need a server from StartWithIAM")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.served == nil {
+		s.served = map[string]eksCluster{}
+	}
+	s.served[name] = eksCluster{Endpoint: endpoint, CertificateAuthority: base64.StdEncoding.EncodeToString(caPEM), Version: version}
+	b, err := json.Marshal(s.served)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(s.eksClusters, b, 0o644)
 }
 
 // EnforceIAM makes every later request authenticated and authorized (moto's

@@ -30,13 +30,15 @@ are assumed roles (the credentials a Lambda function or an IRSA pod gets):
     condition keys it does not know, which would let any sub through). The
     token's signature is not verified (moto has no key discovery).
 
-IAM users (the test harness's administrator) keep moto's own evaluation. Five moto
-gaps outside IAM are bridged too: a rule's Lambda target (see "EventBridge targets"
-below), AWS's public parameters moto does not ship (see "Public parameters"),
-CreateFleet's instances lacking their launch template's instance profile (see
-"CreateFleet's instance profile"), TestEventPattern, which moto leaves empty (see
-"TestEventPattern"), and a stack deletion that AWS stops at a role an instance
-profile still holds (see "CloudFormation's role deletion").
+IAM users (the test harness's administrator) keep moto's own evaluation. A presigned
+sts:GetCallerIdentity, which is what an EKS bearer token is, is authenticated as STS
+does it (see "Presigned GetCallerIdentity"). Six moto gaps outside IAM are bridged
+too: an EKS cluster's endpoint and CA (see "EKS clusters"), a rule's Lambda target
+(see "EventBridge targets"), AWS's public parameters moto does not ship (see "Public
+parameters"), CreateFleet's instances lacking their launch template's instance
+profile (see "CreateFleet's instance profile"), TestEventPattern, which moto leaves
+empty (see "TestEventPattern"), and a stack deletion that AWS stops at a role an
+instance profile still holds (see "CloudFormation's role deletion").
 
 Every decision is appended to $MOTO_IAM_LOG (JSON lines) when set: the tests read it to
 show which calls the deployed roles made and why a refused call was refused.
@@ -47,6 +49,8 @@ binary, $JOINER_NODE or `node` on PATH, are needed for the evaluator.)
 
 import base64
 import fnmatch
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -54,15 +58,19 @@ import subprocess
 import sys
 import threading
 from collections import defaultdict
+from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import parse_qs, quote, urlparse
 
 from moto import server, settings
 from moto.core import authorization
 from moto.core.exceptions import JsonRESTError, _RESTError
+from moto.core.responses import ActionResult
 from moto.cloudformation import models as cfn_models
 from moto.core.utils import iso_8601_datetime_without_milliseconds, utcfromtimestamp
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.fleets import FleetsBackend
+from moto.eks.models import EKSBackend
 from moto.events import models as events_models
 from moto.events.models import events_backends
 from moto.events.responses import EventsHandler
@@ -70,8 +78,11 @@ from moto.iam import access_control
 from moto.iam import models as iam_models
 from moto.iam.exceptions import DeleteConflictException
 from moto.iam.models import iam_backends
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.secretsmanager.models import secretsmanager_backends
 from moto.ssm import models as ssm_models
+from moto.sts.models import sts_backends
+from moto.sts.responses import TokenResponse
 
 PARTITION = "aws"
 # Stands for the ID of a resource the request creates (AWS authorizes creation
@@ -533,19 +544,24 @@ class UnauthorizedOperation(_RESTError):
         super().__init__("UnauthorizedOperation", message)
 
 
-class AccessDeniedXML(_RESTError):
-    """IAM's and STS's error (the query protocol's ErrorResponse > Error, which the
+class QueryErrorXML(_RESTError):
+    """IAM's and STS's errors (the query protocol's ErrorResponse > Error, which the
     SDKs decode; _RESTError's own body nests it in Errors as EC2 does)."""
 
     code = 403
 
-    def __init__(self, message: str):
-        super().__init__("AccessDenied", message)
+    def __init__(self, error: str, message: str):
+        super().__init__(error, message)
         from xml.sax.saxutils import escape
 
         self.description = ('<?xml version="1.0" encoding="utf-8"?>\n<ErrorResponse><Error><Type>Sender</Type>'
-                            f"<Code>AccessDenied</Code><Message>{escape(message)}</Message></Error>"
+                            f"<Code>{escape(error)}</Code><Message>{escape(message)}</Message></Error>"
                             "<RequestId>moto-iam</RequestId></ErrorResponse>")
+
+
+class AccessDeniedXML(QueryErrorXML):
+    def __init__(self, message: str):
+        super().__init__("AccessDenied", message)
 
 
 class AccessDeniedJSON(JsonRESTError):
@@ -732,7 +748,134 @@ def authenticate_and_authorize(self: Any, iam_request_cls: type, resource: str =
         # Unsigned in AWS too: the token is the credential.
         check_web_identity(self)
         return
+    if _enforcing() and self._get_action() == "GetCallerIdentity" and presigned(self):
+        # Allowed to anyone (AWS allows it even under an explicit deny); its
+        # authentication is get_caller_identity's.
+        return
     _moto_authenticate(self, iam_request_cls, resource)
+
+
+# --- Presigned GetCallerIdentity --------------------------------------------------------
+#
+# An EKS bearer token is "k8s-aws-v1." and the base64 of a presigned STS
+# GetCallerIdentity URL that signs the x-k8s-aws-id header (the cluster's name). The
+# API server's authenticator (aws-iam-authenticator, EKS's own) replays that URL to STS
+# with the header set to its own cluster's name, and maps the ARN STS answers with to a
+# Kubernetes user. moto 5.2.1 reads the caller from an Authorization header only: a
+# presigned request is answered as moto's default user without any check when IAM is
+# not enforced, and fails (KeyError, HTTP 500) when it is. Here STS authenticates it as
+# AWS does: the SigV4 query signature, recomputed with the secret of the access key in
+# X-Amz-Credential, over the signed headers as received (so a token replayed for another
+# cluster does not match); the session token of an assumed role's key; and the time,
+# STS accepting a presigned GetCallerIdentity for 15 minutes from X-Amz-Date whatever
+# its X-Amz-Expires says (aws-iam-authenticator relies on that). moto_server also routes
+# a request without an Authorization header by its body or path, which sends this one
+# to S3: it is routed by its credential scope, as a signed request is.
+
+PRESIGNED_LIFETIME_SECONDS = 15 * 60
+CLOCK_SKEW_SECONDS = 5 * 60
+
+
+def presigned(response: Any) -> bool:
+    return "Authorization" not in response.headers and "X-Amz-Signature" in response.querystring
+
+
+def _hmac(key: bytes, msg: str) -> bytes:
+    return hmac.new(key, msg.encode("utf-8"), hashlib.sha256).digest()
+
+
+def _uri_encode(v: str) -> str:
+    return quote(v, safe="-_.~")
+
+
+def presigned_caller(response: Any) -> str:
+    """The access key ID that signed the presigned request, once its signature, session
+    token and time are checked; STS's error otherwise."""
+    q = flat(response.querystring)
+    try:
+        akid, day, region, service, terminator = q["X-Amz-Credential"].split("/")
+        signed = q["X-Amz-SignedHeaders"].split(";")
+        amz_date = q["X-Amz-Date"]
+        at = datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+        signature = q["X-Amz-Signature"]
+    except (KeyError, ValueError) as e:
+        raise QueryErrorXML("IncompleteSignature", f"the presigned request lacks or garbles {e}")
+    if q.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" or service != "sts" or terminator != "aws4_request" \
+            or day != amz_date[:8] or "host" not in signed:
+        raise QueryErrorXML("IncompleteSignature", "not a SigV4 presigned STS request signing the host header")
+    age = (datetime.now(timezone.utc) - at).total_seconds()
+    if age > PRESIGNED_LIFETIME_SECONDS or age < -CLOCK_SKEW_SECONDS:
+        raise QueryErrorXML("SignatureDoesNotMatch", f"Signature expired: {amz_date} is more than 15 minutes from now")
+    headers = {"X-Amz-Security-Token": q["X-Amz-Security-Token"]} if "X-Amz-Security-Token" in q else {}
+    try:
+        key = access_control.create_access_key(account_id=response.current_account, partition=PARTITION,
+                                               access_key_id=akid, headers=headers)
+    except access_control.CreateAccessKeyFailure:
+        raise QueryErrorXML("InvalidClientTokenId", "The security token included in the request is invalid.")
+    query = "&".join(f"{_uri_encode(k)}={_uri_encode(v)}" for k, v in sorted(q.items()) if k != "X-Amz-Signature")
+    canonical_headers = "".join(f"{h}:{' '.join(str(response.headers.get(h, '')).split())}\n" for h in signed)
+    body = response.raw_body if isinstance(response.raw_body, bytes) else (response.raw_body or "").encode("utf-8")
+    canonical = "\n".join([response.method, urlparse(response.uri).path or "/", query, canonical_headers,
+                           ";".join(signed), hashlib.sha256(body).hexdigest()])
+    scope = f"{day}/{region}/sts/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode("utf-8")).hexdigest()])
+    k = _hmac(("AWS4" + key._secret_access_key).encode("utf-8"), day)
+    for part in (region, "sts", "aws4_request"):
+        k = _hmac(k, part)
+    if not hmac.compare_digest(hmac.new(k, to_sign.encode("utf-8"), hashlib.sha256).hexdigest(), signature):
+        raise QueryErrorXML("SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided.")
+    return akid
+
+
+_moto_infer_service = DomainDispatcherApplication.infer_service_region_host
+
+
+def infer_service_region_host(self: Any, environ: dict[str, Any], path: str) -> str | None:
+    if not environ.get("HTTP_AUTHORIZATION"):
+        scope = parse_qs(environ.get("QUERY_STRING", "")).get("X-Amz-Credential", [""])[0].split("/")
+        if len(scope) == 5 and scope[3] == "sts":
+            return f"sts.{scope[2]}.amazonaws.com"
+    return _moto_infer_service(self, environ, path)
+
+
+_moto_get_caller_identity = TokenResponse.get_caller_identity
+
+
+def get_caller_identity(self: Any) -> Any:
+    if not presigned(self):
+        return _moto_get_caller_identity(self)
+    akid = presigned_caller(self)
+    user_id, arn, account = sts_backends[self.current_account][PARTITION].get_caller_identity(akid, self.region)
+    log({"principal": arn, "request": "sts:GetCallerIdentity", "result": "Allowed", "detail": "presigned"})
+    return ActionResult({"UserId": user_id, "Account": account, "Arn": arn})
+
+
+# --- EKS clusters -----------------------------------------------------------------------
+#
+# moto's EKS CreateCluster gives a cluster a made-up endpoint and random CA data, and has
+# no call that changes them. $MOTO_EKS_CLUSTERS names a JSON file {name: {"endpoint",
+# "certificateAuthority" (base64 PEM, as DescribeCluster has it), "version"}} the test
+# writes: DescribeCluster of a cluster created under that name answers with the API
+# server it stands for.
+
+_moto_describe_cluster = EKSBackend.describe_cluster
+
+
+def describe_cluster(self: Any, name: str) -> Any:
+    cluster = _moto_describe_cluster(self, name)
+    path = os.environ.get("MOTO_EKS_CLUSTERS")
+    if not path:
+        return cluster
+    try:
+        with open(path, encoding="utf-8") as f:
+            served = json.load(f).get(name)
+    except FileNotFoundError:
+        return cluster
+    if served:
+        cluster.endpoint = served["endpoint"]
+        cluster.certificate_authority = {"data": served["certificateAuthority"]}
+        cluster.version = served.get("version") or cluster.version
+    return cluster
 
 
 # --- EventBridge targets ---------------------------------------------------------------
@@ -929,6 +1072,9 @@ def delete_stack(self: Any, name_or_stack_id: str) -> None:
         self.deleted_stacks.pop(stack.stack_id, None)
 
 
+DomainDispatcherApplication.infer_service_region_host = infer_service_region_host
+TokenResponse.get_caller_identity = get_caller_identity
+EKSBackend.describe_cluster = describe_cluster
 iam_models.Role.delete_from_cloudformation_json = classmethod(delete_role_from_cloudformation)
 cfn_models.Stack.delete = stack_delete
 cfn_models.CloudFormationBackend.delete_stack = delete_stack
