@@ -104,6 +104,10 @@ type Options struct {
 	// EtcdDataDir keeps etcd's data there (and leaves it on Stop), so a populated
 	// cluster can be reused by the next run; empty uses a temporary directory.
 	EtcdDataDir string
+	// APIServerFlags are more kube-apiserver flags, by name without the dashes: an
+	// EKS cluster's token authenticator, for one, is a TokenReview webhook
+	// (authentication-token-webhook-config-file).
+	APIServerFlags map[string]string
 }
 
 // StartWith starts a control plane with deploy/crds installed, configured by opts.
@@ -130,6 +134,9 @@ func StartWith(opts Options) (*Env, error) {
 	}
 	if opts.ServiceAccountIssuer != "" {
 		te.ControlPlane.GetAPIServer().Configure().Set("service-account-issuer", opts.ServiceAccountIssuer)
+	}
+	for name, value := range opts.APIServerFlags {
+		te.ControlPlane.GetAPIServer().Configure().Set(name, value)
 	}
 	cfg, err := te.Start()
 	if err != nil {
