@@ -22,7 +22,8 @@ import (
 // that signed it, mapped to its access entry's user; a token for another cluster, one
 // with a wrong session token, one older than 15 minutes and one of a role without an
 // access entry are refused, each for its own reason. DescribeCluster answers with
-// the endpoint and CA ServeEKSCluster gave.
+// the endpoint and CA ServeEKSCluster gave, and with IAM enforced, to a role allowed to
+// make it (moto's signature check of a bodiless GET included).
 func TestEKSTokensAuthenticateAgainstSTS(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -53,6 +54,10 @@ func TestEKSTokensAuthenticateAgainstSTS(t *testing.T) {
 		c := out.Credentials
 		return aws.Credentials{AccessKeyID: aws.ToString(c.AccessKeyId), SecretAccessKey: aws.ToString(c.SecretAccessKey), SessionToken: aws.ToString(c.SessionToken)}
 	}
+	if _, err := ic.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String("functions"), PolicyName: aws.String("eks"),
+		PolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"eks:DescribeCluster","Resource":"arn:aws:eks:us-east-1:123456789012:cluster/eks-a"}]}`)}); err != nil {
+		t.Fatal(err)
+	}
 	fn, stranger := assume(roles[0]), assume(roles[1])
 
 	if _, err := eks.NewFromConfig(admin).CreateCluster(ctx, &eks.CreateClusterInput{Name: aws.String("eks-a"),
@@ -76,6 +81,16 @@ func TestEKSTokensAuthenticateAgainstSTS(t *testing.T) {
 	if err := s.EnforceIAM(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A bodiless restJson GET from an assumed role passes moto's signature check and
+	// is judged by the role's policy.
+	fnEKS := eks.NewFromConfig(admin, func(o *eks.Options) { o.Credentials = credentials.StaticCredentialsProvider{Value: fn} })
+	if _, err := fnEKS.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String("eks-a")}); err != nil {
+		t.Errorf("DescribeCluster the role may make: %v", err)
+	}
+	if _, err := fnEKS.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String("eks-b")}); errorCode(err) != "AccessDeniedException" {
+		t.Errorf("DescribeCluster of another cluster: %v, want AccessDeniedException", err)
+	}
+
 	a := &EKSAuthenticator{Cluster: "eks-a", STS: s.URL}
 	a.Map(roles[0], EKSIdentity{Username: "arn:aws:sts::{{AccountID}}:assumed-role/functions/{{SessionName}}", Groups: []string{"joiner:functions"}})
 	token := func(c aws.Credentials, cluster string, at time.Time) string {
