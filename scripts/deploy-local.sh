@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Deploy Joiner's CDK stack with the pinned CDK CLI into moto_server, an emulated AWS
 # account (123456789012, us-east-1). `make deploy-local` runs `up`; the end-to-end test
-# (functions/deploytest, in `make test`) runs `deploy`, `uncreated` and `destroy` of the
-# self-managed stack against its own moto, then runs the deployed functions.
+# (functions/deploytest, in `make test`) runs `deploy`, `uncreated` and `destroy` of
+# both example stacks against its own moto, then runs the deployed functions.
 #
 #   scripts/deploy-local.sh up                       start moto_server (unless MOTO_ENDPOINT
 #                                                    is set), bootstrap, deploy both example

@@ -37,24 +37,34 @@ import (
 	"github.com/joiner-autoscaler/joiner/shared/kube"
 )
 
-// TestDeployedStack deploys the self-managed example stack into moto with the CDK
-// CLI and plays a user's first hour against the deployed functions (see the package
-// documentation). The subtests run in order on one deployment.
+// TestDeployedStack deploys the self-managed and the EKS example stacks into moto with
+// the CDK CLI, plays a user's first hour against the self-managed stack's deployed
+// functions and the launch path against the EKS stack's (see the package
+// documentation). The subtests run in order on the two deployments.
 func TestDeployedStack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("deploys the stack with the CDK CLI and runs kube-apiserver, kube-scheduler and KWOK")
 	}
 	start := time.Now()
 	w := newWorld(t)
+	ew := w.eksWorld()
 	built := w.build(t)
+	eksStarted := ew.startEKSCluster(t)
 	w.startCluster(t)
+	eksStarted()
 	w.startMoto(t)
 	w.seed(t)
+	ew.seedEKS(t)
 	built()
 	w.deploy(t)
+	ew.deploy(t)
 	w.readFunctions(t)
+	ew.readFunctions(t)
+	ew.mapAccessEntries(t)
 	w.enforce(t)
-	w.startFunctions(t)
+	w.startFunctions(t, functions...)
+	// The EKS part is the provisioner's launch path.
+	ew.startFunctions(t, "provisioner")
 	iamFrom := len(w.decisions(t, 0))
 
 	// The test's kubelet and ReplicaSet controller, until the cluster's part is over
@@ -77,20 +87,27 @@ func TestDeployedStack(t *testing.T) {
 	t.Run("refusals", func(t *testing.T) { w.refusals(t, launched) })
 	t.Run("deployed_rule_patterns", w.rulePatterns)
 	stop()
+	t.Run("eks_launch", ew.eksLaunch)
+	t.Run("eks_refusals", func(t *testing.T) { ew.eksRefusals(t, w) })
 	// What is left is not about IAM; the CDK CLI signs as moto's test user.
 	if err := w.moto.StopEnforcingIAM(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// Removing, as infra/README.md says: first what AWS does to `cdk destroy` run
-	// before `joiner cleanup`, then the documented order.
+	// Removing, as infra/README.md says. The self-managed stack first shows what AWS
+	// does to `cdk destroy` run before `joiner cleanup`, then recovers as documented;
+	// the EKS stack goes in the documented order.
 	resources := w.stackResources(t)
 	t.Run("cdk_destroy_before_cleanup", func(t *testing.T) { w.destroyBeforeCleanup(t, resources) })
 	t.Run("joiner_cleanup", w.cleanup)
 	t.Run("cdk_destroy", func(t *testing.T) { w.destroy(t, resources) })
+	eksResources := ew.stackResources(t)
+	t.Run("eks_joiner_cleanup", ew.cleanup)
+	t.Run("eks_cdk_destroy", func(t *testing.T) { ew.destroy(t, eksResources) })
 	t.Logf("TestDeployedStack: %.1f s in all", time.Since(start).Seconds())
 }
 
-// pool renders testdata/pool.yaml for the deployed node role.
+// applyPool renders testdata/pool.yaml for the deployed node role (the network's
+// discovery tag being clusterName's for both clusters) and creates it.
 func (w *world) applyPool(t *testing.T) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(w.root, "functions", "deploytest", "testdata", "pool.yaml"))
@@ -124,7 +141,7 @@ func podSpec(cpu, mem string) corev1.PodSpec {
 func (w *world) owned(t *testing.T, states ...string) []ec2types.Instance {
 	t.Helper()
 	out, err := w.ec2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + ownedTag), Values: []string{"owned"}},
+		{Name: aws.String("tag:" + w.ownedTag()), Values: []string{"owned"}},
 		{Name: aws.String("instance-state-name"), Values: states}}})
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +315,7 @@ func (w *world) checkInstance(t *testing.T, in ec2types.Instance, nodeClaim stri
 	if in.InstanceType != ec2types.InstanceTypeM6iXlarge || in.InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot {
 		t.Errorf("instance %s is %s %s, want an m6i.xlarge spot instance", aws.ToString(in.InstanceId), in.InstanceType, in.InstanceLifecycle)
 	}
-	if tags[ownedTag] != "owned" || tags[karpenter.NodePoolLabelKey] != "default" || tags["karpenter.sh/nodeclaim"] != nodeClaim {
+	if tags[w.ownedTag()] != "owned" || tags[karpenter.NodePoolLabelKey] != "default" || tags["karpenter.sh/nodeclaim"] != nodeClaim {
 		t.Errorf("instance %s tags %v, want ownership, nodepool default and nodeclaim %s", aws.ToString(in.InstanceId), tags, nodeClaim)
 	}
 	if in.IamInstanceProfile == nil {
@@ -319,7 +336,7 @@ func (w *world) checkInstance(t *testing.T, in ec2types.Instance, nodeClaim stri
 	for _, tg := range ip.Tags {
 		ptags[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
 	}
-	if !slices.Equal(roles, []string{w.outputs["NodeRoleName"]}) || ptags[ownedTag] != "owned" || ptags["karpenter.k8s.aws/ec2nodeclass"] != "default" {
+	if !slices.Equal(roles, []string{w.outputs["NodeRoleName"]}) || ptags[w.ownedTag()] != "owned" || ptags["karpenter.k8s.aws/ec2nodeclass"] != "default" {
 		t.Errorf("instance profile %s holds %v with tags %v, want the deployed node role %s, tagged owned for class default", name, roles, ptags, w.outputs["NodeRoleName"])
 	}
 	t.Logf("instance %s: %s %s in %s, profile %s (role %s)", aws.ToString(in.InstanceId), in.InstanceType, in.InstanceLifecycle,
@@ -397,9 +414,9 @@ func (w *world) refusals(t *testing.T, launched []ec2types.Instance) {
 	}
 	joinerID := aws.ToString(launched[1].InstanceId) // the replacement, still Joiner's and running
 	ownTags := []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
-		{Key: aws.String(ownedTag), Value: aws.String("owned")}, {Key: aws.String(karpenter.NodePoolLabelKey), Value: aws.String("default")}}},
-		{ResourceType: ec2types.ResourceTypeVolume, Tags: []ec2types.Tag{{Key: aws.String(ownedTag), Value: aws.String("owned")}}},
-		{ResourceType: ec2types.ResourceTypeNetworkInterface, Tags: []ec2types.Tag{{Key: aws.String(ownedTag), Value: aws.String("owned")}}}}
+		{Key: aws.String(w.ownedTag()), Value: aws.String("owned")}, {Key: aws.String(karpenter.NodePoolLabelKey), Value: aws.String("default")}}},
+		{ResourceType: ec2types.ResourceTypeVolume, Tags: []ec2types.Tag{{Key: aws.String(w.ownedTag()), Value: aws.String("owned")}}},
+		{ResourceType: ec2types.ResourceTypeNetworkInterface, Tags: []ec2types.Tag{{Key: aws.String(w.ownedTag()), Value: aws.String("owned")}}}}
 	fwd := w.forwarderCredentials(t)
 	fwdEB := w.eventBridge(&fwd)
 
@@ -414,7 +431,7 @@ func (w *world) refusals(t *testing.T, launched []ec2types.Instance) {
 		}},
 		{"write the ownership tag onto someone else's instance", "UnauthorizedOperation", "ec2:CreateTags", func() error {
 			_, err := fec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{otherID},
-				Tags: []ec2types.Tag{{Key: aws.String(ownedTag), Value: aws.String("owned")}, {Key: aws.String(karpenter.NodePoolLabelKey), Value: aws.String("default")}}})
+				Tags: []ec2types.Tag{{Key: aws.String(w.ownedTag()), Value: aws.String("owned")}, {Key: aws.String(karpenter.NodePoolLabelKey), Value: aws.String("default")}}})
 			return err
 		}},
 		{"launch without the ownership tag", "UnauthorizedOperation", "ec2:RunInstances", func() error {
@@ -495,7 +512,7 @@ func (w *world) refusals(t *testing.T, launched []ec2types.Instance) {
 					t.Errorf("%s is %s after the refused calls", aws.ToString(in.InstanceId), in.State.Name)
 				}
 				for _, tg := range in.Tags {
-					if aws.ToString(in.InstanceId) == otherID && aws.ToString(tg.Key) == ownedTag {
+					if aws.ToString(in.InstanceId) == otherID && aws.ToString(tg.Key) == w.ownedTag() {
 						t.Errorf("someone else's instance %s got the ownership tag", otherID)
 					}
 				}
@@ -698,7 +715,7 @@ func (w *world) left(t *testing.T, resources []stackResource) (left map[string]s
 // (DeleteConflict, moto_iam.py answering as IAM does), the stack is DELETE_FAILED
 // naming the node role, and everything else of it is gone.
 func (w *world) destroyBeforeCleanup(t *testing.T, resources []stackResource) {
-	defer phase(t, "cdk destroy before joiner cleanup")()
+	defer phase(t, "cdk destroy "+w.kind+" before joiner cleanup")()
 	profiles, err := iam.NewFromConfig(w.admin).ListInstanceProfilesForRole(context.Background(), &iam.ListInstanceProfilesForRoleInput{RoleName: aws.String(w.outputs["NodeRoleName"])})
 	if err != nil {
 		t.Fatal(err)
@@ -739,7 +756,7 @@ func (w *world) destroyBeforeCleanup(t *testing.T, resources []stackResource) {
 // and every resource of it but the log groups, kept on purpose (RemovalPolicy RETAIN);
 // those go by the commands infra/README.md gives.
 func (w *world) destroy(t *testing.T, resources []stackResource) {
-	defer phase(t, "cdk destroy")()
+	defer phase(t, "cdk destroy "+w.kind)()
 	out, err := w.runDeployScript(append([]string{"destroy", w.outDir}, w.context...)...)
 	if err != nil {
 		t.Fatalf("cdk destroy: %v\n%s", err, out)
@@ -758,18 +775,28 @@ func (w *world) destroy(t *testing.T, resources []stackResource) {
 	t.Logf("cdk destroy: stack deleted, %d resources read back from their services, all gone but the log groups kept on purpose %v; "+
 		"the rest (inline policies, permissions) gone with their role or function", checked, logGroups)
 
-	// infra/README.md, "Removing": the retained log groups, by the prefix CloudFormation names
-	// them with (<stack>-<logical ID>...).
-	for _, f := range functions {
+	// infra/README.md, "Removing": the retained log groups, by the prefix CloudFormation
+	// names them with (<stack>-<logical ID>...; <stack>- alone would also match the
+	// groups of a cluster whose name starts with this one's, as deploytest-eks does).
+	prefixes := make([]string, len(functions))
+	for i, f := range functions {
+		prefixes[i] = w.stack + "-" + strings.ToUpper(f[:1]) + f[1:] + "Logs"
+	}
+	for _, p := range prefixes {
 		var names []string
-		w.awsCLI(t, &names, "logs", "describe-log-groups", "--log-group-name-prefix", w.stack+"-"+strings.ToUpper(f[:1])+f[1:]+"Logs",
-			"--query", "logGroups[].logGroupName")
+		w.awsCLI(t, &names, "logs", "describe-log-groups", "--log-group-name-prefix", p, "--query", "logGroups[].logGroupName")
 		for _, n := range names {
 			w.awsCLI(t, nil, "logs", "delete-log-group", "--log-group-name", n)
 		}
 	}
-	if _, logGroups, _ = w.left(t, resources); len(logGroups) > 0 {
-		t.Errorf("log groups left after infra/README.md's delete-log-group commands: %v", logGroups)
+	var still []string
+	w.awsCLI(t, &still, "logs", "describe-log-groups", "--query", "logGroups[].logGroupName")
+	for _, n := range still {
+		for _, p := range prefixes {
+			if strings.HasPrefix(n, p) {
+				t.Errorf("log group %s is left after infra/README.md's delete-log-group commands", n)
+			}
+		}
 	}
 }
 
@@ -786,7 +813,7 @@ func (w *world) cleanup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := execJoiner(w, "cleanup", "--cluster", clusterName)
+	cmd := execJoiner(w, "cleanup", "--cluster", w.cluster)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("joiner cleanup: %v\n%s", err, out)
@@ -795,7 +822,7 @@ func (w *world) cleanup(t *testing.T) {
 	if still := w.owned(t, "pending", "running", "stopping", "stopped"); len(still) > 0 {
 		t.Errorf("%d Joiner instance(s) left after joiner cleanup", len(still))
 	}
-	lts, err := w.ec2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{{Name: aws.String("tag:" + ownedTag), Values: []string{"owned"}}}})
+	lts, err := w.ec2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{{Name: aws.String("tag:" + w.ownedTag()), Values: []string{"owned"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -807,7 +834,7 @@ func (w *world) cleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ip := range ips.InstanceProfiles {
-		if strings.HasPrefix(aws.ToString(ip.InstanceProfileName), clusterName+"_") {
+		if strings.HasPrefix(aws.ToString(ip.InstanceProfileName), w.cluster+"_") {
 			t.Errorf("Joiner's instance profile %s is left", aws.ToString(ip.InstanceProfileName))
 		}
 	}

@@ -60,30 +60,26 @@ const (
 	// issuer is the API server's service-account issuer and the IAM OIDC provider's
 	// URL (IRSA): https, no port, a path as a self-hosted discovery document has.
 	issuer = "https://oidc.deploytest.joiner.test/cluster"
+	// eksClusterName is the EKS example stack's cluster (another API server).
+	eksClusterName = "deploytest-eks"
 	// serviceCIDR is kubeadm's default, given to the stack as -c serviceCidr.
 	serviceCIDR = "10.96.0.0/12"
-	ownedTag    = "kubernetes.io/cluster/" + clusterName
 	discovery   = "karpenter.sh/discovery"
 )
 
 // functions are the stack's functions: their output key prefix and folder name.
 var functions = []string{"provisioner", "interruption", "consolidator"}
 
-// world is the emulated account, the cluster and what the stack deployed into them.
-type world struct {
+// emulated is the emulated AWS account and what both clusters' worlds share in it.
+type emulated struct {
 	root string
-	// dir holds the builds, the deployment's cdk.out and the logs.
+	// dir holds the builds, the deployments' cdk.out and the logs.
 	dir  string
 	moto *mototest.Server
 	// iamLog is moto_iam.py's decision log; deliveries the events its rules
 	// delivered to Lambda targets.
 	iamLog, deliveries string
 	rie                string
-	kube               *kubetest.Env
-	scheduler          *kubetest.Scheduler
-	kwok               *kubetest.KWOK
-	cs                 kubernetes.Interface
-	dyn                dynamic.Interface
 
 	// admin is the account's administrator (an IAM user once enforcement is on).
 	admin    aws.Config
@@ -91,25 +87,48 @@ type world struct {
 	ec2      *ec2.Client
 
 	// image is the x86_64 AL2023 image the public parameters name; subnets and sg
-	// the networking the EC2NodeClass selects.
+	// the networking the EC2NodeClasses select (tagged for discovery as clusterName).
 	image   string
 	subnets []string
 	sg      string
-	secret  string // the cluster secret's ARN
 
-	bins    map[string]string // forwarder, joiner, joiner-run
-	outDir  string            // scripts/deploy-local.sh's OUTDIR
-	context []string          // the -c arguments of deploy and destroy
-	stack   string
-	outputs map[string]string
-	tmpl    map[string]any
-
-	fns map[string]*deployed
+	bins map[string]string // forwarder, joiner, joiner-run
 
 	// deliveredUpTo is how many lines of the deliveries file were consumed.
 	mu            sync.Mutex
 	deliveredUpTo int
 }
+
+// world is one cluster, the example stack deployed for it into the account, and its
+// functions running as deployed: the self-managed cluster (the first hour) or the
+// EKS one (the provisioner's launch path through EKS authentication).
+type world struct {
+	*emulated
+	cluster string // the stack's clusterName, the ownership tag's
+	kind    string // the stack's clusterKind
+
+	kube      *kubetest.Env
+	scheduler *kubetest.Scheduler
+	kwok      *kubetest.KWOK // self-managed only
+	cs        kubernetes.Interface
+	dyn       dynamic.Interface
+	// eksAuth is the EKS cluster's token authenticator (its API server's webhook).
+	eksAuth *mototest.EKSAuthenticator
+
+	secret string // the self-managed cluster's secret ARN
+
+	outDir  string   // scripts/deploy-local.sh's OUTDIR
+	context []string // the -c arguments of deploy
+	stack   string
+	outputs map[string]string
+	tmpl    map[string]any
+
+	fns map[string]*deployed
+}
+
+// ownedTag is the ownership tag of the cluster's instances and Joiner's other
+// resources.
+func (w *world) ownedTag() string { return "kubernetes.io/cluster/" + w.cluster }
 
 // deployed is one function as the stack deployed it, running under the emulator.
 type deployed struct {
@@ -166,7 +185,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{root: root, dir: t.TempDir(), fns: map[string]*deployed{}}
+	w := &world{emulated: &emulated{root: root, dir: t.TempDir()}, cluster: clusterName, kind: "self-managed", fns: map[string]*deployed{}}
 	for _, tool := range []string{"aws", "jq", "moto_server"} {
 		_, err := exec.LookPath(tool)
 		need(t, tool, err)
@@ -373,16 +392,19 @@ func (w *world) runDeployScript(args ...string) (string, error) {
 	return out.String(), err
 }
 
-// deploy runs `cdk bootstrap` and `cdk deploy` of the self-managed example stack with
-// the pinned CLI (scripts/deploy-local.sh, as make deploy-local does), pointed at
-// this account's secret, OIDC provider and the host-built bootstraps.
+// deploy runs `cdk bootstrap` (once for both) and `cdk deploy` of the world's example
+// stack with the pinned CLI (scripts/deploy-local.sh, as make deploy-local does),
+// pointed at this account's OIDC provider, the host-built bootstraps and, for the
+// self-managed cluster, its secret.
 func (w *world) deploy(t *testing.T) {
-	defer phase(t, "cdk deploy")()
-	w.outDir = filepath.Join(w.dir, "deploy")
-	w.context = []string{"-c", "clusterName=" + clusterName, "-c", "clusterKind=self-managed",
-		"-c", "clusterSecretArn=" + w.secret, "-c", "serviceCidr=" + serviceCIDR,
+	defer phase(t, "cdk deploy "+w.kind)()
+	w.outDir = filepath.Join(w.dir, "deploy-"+w.cluster)
+	w.context = []string{"-c", "clusterName=" + w.cluster, "-c", "clusterKind=" + w.kind,
 		"-c", "oidcProviderArn=arn:aws:iam::" + account + ":oidc-provider/" + strings.TrimPrefix(issuer, "https://"),
 		"-c", "distDir=" + filepath.Join(w.dir, "dist")}
+	if w.kind == "self-managed" {
+		w.context = append(w.context, "-c", "clusterSecretArn="+w.secret, "-c", "serviceCidr="+serviceCIDR)
+	}
 	out := w.deployScript(t, append([]string{"deploy", w.outDir}, w.context...)...)
 	b, err := os.ReadFile(filepath.Join(w.outDir, "outputs.json"))
 	if err != nil {
@@ -395,8 +417,8 @@ func (w *world) deploy(t *testing.T) {
 	for stack, outs := range all {
 		w.stack, w.outputs = stack, outs
 	}
-	if w.stack != "Joiner-"+clusterName {
-		t.Fatalf("deployed stacks %v, want Joiner-%s", all, clusterName)
+	if w.stack != "Joiner-"+w.cluster {
+		t.Fatalf("deployed stacks %v, want Joiner-%s", all, w.cluster)
 	}
 	tb, err := os.ReadFile(filepath.Join(w.outDir, "cdk.out", w.stack+".template.json"))
 	if err != nil {
@@ -481,7 +503,7 @@ func (w *world) as(creds aws.Credentials) aws.Config {
 // assumes its execution role. (Before enforcement: moto 5.2.1 refuses the AWS CLI's
 // Lambda requests as SignatureDoesNotMatch once it authenticates them.)
 func (w *world) readFunctions(t *testing.T) {
-	defer phase(t, "read the deployed functions")()
+	defer phase(t, "read the deployed functions of "+w.kind)()
 	for _, f := range functions {
 		id := strings.ToUpper(f[:1]) + f[1:]
 		d := &deployed{name: f, fnName: w.outputs[id+"FunctionName"]}
@@ -490,7 +512,8 @@ func (w *world) readFunctions(t *testing.T) {
 		}
 		w.awsCLI(t, &d.config, "lambda", "get-function-configuration", "--function-name", d.fnName)
 		c := d.config
-		if c.Runtime != "provided.al2023" || c.Handler != "bootstrap" || c.Role != w.outputs["FunctionsRoleArn"] || c.Timeout == 0 {
+		if c.Runtime != "provided.al2023" || c.Handler != "bootstrap" || c.Role != w.outputs["FunctionsRoleArn"] || c.Timeout == 0 ||
+			c.Environment.Variables[access.EnvMode] != w.kind {
 			t.Fatalf("%s deployed as %+v", f, c)
 		}
 		d.boot = w.fetchCode(t, id, c.CodeSha256)
@@ -499,11 +522,11 @@ func (w *world) readFunctions(t *testing.T) {
 	}
 }
 
-// startFunctions runs each deployed bootstrap under the emulator with the deployed
-// environment and the deployed role's credentials.
-func (w *world) startFunctions(t *testing.T) {
+// startFunctions runs the deployed bootstraps of fns under the emulator with the
+// deployed environment and the deployed role's credentials.
+func (w *world) startFunctions(t *testing.T, fns ...string) {
 	defer phase(t, "functions under the RIE")()
-	for _, f := range functions {
+	for _, f := range fns {
 		d := w.fns[f]
 		c, creds := d.config, d.creds
 		// What Lambda's provided.al2023 runtime gives the bootstrap, plus the
@@ -530,7 +553,7 @@ func (w *world) startFunctions(t *testing.T) {
 			env = append(env, k+"="+c.Environment.Variables[k])
 		}
 		t.Logf("%s: %s, %d MB, %d s, role %s, env %v", f, c.FunctionName, c.MemorySize, c.Timeout, c.Role, keys)
-		d.emu = lambdatest.StartEmulator(t, w.rie, f, d.boot, env)
+		d.emu = lambdatest.StartEmulator(t, w.rie, w.cluster+" "+f, d.boot, env)
 	}
 }
 
@@ -545,7 +568,7 @@ func (w *world) fetchCode(t *testing.T, id, sha string) string {
 		t.Fatalf("%s: no S3Key in the template's Code: %v", id, code)
 	}
 	bucket := "cdk-hnb659fds-assets-" + account + "-" + region
-	zipPath := filepath.Join(w.dir, id+".zip")
+	zipPath := filepath.Join(w.outDir, id+".zip")
 	w.awsCLI(t, nil, "s3api", "get-object", "--bucket", bucket, "--key", key, zipPath)
 	b, err := os.ReadFile(zipPath)
 	if err != nil {
@@ -559,7 +582,7 @@ func (w *world) fetchCode(t *testing.T, id, sha string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := filepath.Join(w.dir, "code", id, "bootstrap")
+	dst := filepath.Join(w.outDir, "code", id, "bootstrap")
 	for _, f := range zr.File {
 		if f.Name != "bootstrap" {
 			continue
@@ -609,7 +632,7 @@ func (w *world) startForwarder(t *testing.T) *lambdatest.Process {
 	}
 	health := lambdatest.FreeAddr(t)
 	env := []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "KUBECONFIG=" + kc,
-		"JOINER_CLUSTER_NAME=" + clusterName, "JOINER_EVENT_BUS=" + w.outputs["EventBusName"],
+		"JOINER_CLUSTER_NAME=" + w.cluster, "JOINER_EVENT_BUS=" + w.outputs["EventBusName"],
 		"FORWARDER_IDLE=300ms", "FORWARDER_MAX_WAIT=2s", "FORWARDER_HEALTH_ADDR=" + health, "LOG_LEVEL=debug",
 		// What EKS's pod identity webhook injects for IRSA.
 		"AWS_REGION=" + region, "AWS_ROLE_ARN=" + w.outputs["ForwarderRoleArn"], "AWS_WEB_IDENTITY_TOKEN_FILE=" + tokenFile,
