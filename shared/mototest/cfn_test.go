@@ -3,7 +3,6 @@ package mototest
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -28,15 +27,7 @@ const heldRoleStack = `{"Resources":{
 // left as they were), and the same DeleteStack succeeds once the profile is gone:
 // `cdk destroy` before `joiner cleanup`, then the documented order.
 func TestStackDeletionStopsAtAHeldRole(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := StartWithIAM(root, filepath.Join(t.TempDir(), "iam.jsonl"))
-	if err != nil {
-		unavailable(t, err)
-	}
-	t.Cleanup(s.Close)
+	s, _ := startWithIAM(t)
 	ctx := context.Background()
 	cfg := AWSConfig(s.URL)
 	cf, ic, qc := cloudformation.NewFromConfig(cfg), iam.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
@@ -53,7 +44,7 @@ func TestStackDeletionStopsAtAHeldRole(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err = ic.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: aws.String("held-node-role")})
+	_, err := ic.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: aws.String("held-node-role")})
 	var re *awshttp.ResponseError
 	if errorCode(err) != "DeleteConflict" || !errors.As(err, &re) || re.HTTPStatusCode() != 409 ||
 		!strings.Contains(err.Error(), "Cannot delete entity, must remove roles from instance profile first.") {

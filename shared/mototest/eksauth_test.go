@@ -2,7 +2,6 @@ package mototest
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,15 +24,7 @@ import (
 // the endpoint and CA ServeEKSCluster gave, and with IAM enforced, to a role allowed to
 // make it (moto's signature check of a bodiless GET included).
 func TestEKSTokensAuthenticateAgainstSTS(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := StartWithIAM(root, filepath.Join(t.TempDir(), "iam.jsonl"))
-	if err != nil {
-		unavailable(t, err)
-	}
-	t.Cleanup(s.Close)
+	s, _ := startWithIAM(t)
 	ctx := context.Background()
 	admin := AWSConfig(s.URL)
 	ic := iam.NewFromConfig(admin)

@@ -48,16 +48,7 @@ func errorCode(err error) string {
 // SSM parameter ARNs (which iam-simulate refuses to evaluate), and multivalued
 // events:source/detail-type keys; refusals come back in each protocol's error shape.
 func TestIAMEnforcementJudgesWhatIAMJudges(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := filepath.Join(t.TempDir(), "iam.jsonl")
-	s, err := StartWithIAM(root, log)
-	if err != nil {
-		unavailable(t, err)
-	}
-	t.Cleanup(s.Close)
+	s, log := startWithIAM(t)
 	ctx := context.Background()
 	admin := AWSConfig(s.URL)
 	ic := iam.NewFromConfig(admin)
@@ -160,4 +151,21 @@ func TestIAMEnforcementJudgesWhatIAMJudges(t *testing.T) {
 	if allowed != 3 || refused != 4 {
 		t.Errorf("log: %d allowed, %d refused; want 3 and 4:\n%s", allowed, refused, b)
 	}
+}
+
+// startWithIAM starts moto_server behind moto_iam.py's IAM enforcement for one
+// test and returns it with the path of its decision log.
+func startWithIAM(t *testing.T) (*Server, string) {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "iam.jsonl")
+	s, err := StartWithIAM(root, log)
+	if err != nil {
+		unavailable(t, err)
+	}
+	t.Cleanup(s.Close)
+	return s, log
 }
