@@ -178,10 +178,7 @@ func (p *Provider) spotTemplate(nc *karpenter.EC2NodeClass, t templateSpec) (tem
 // it does not exist yet (a concurrent creator winning the race is fine). In
 // DRY_RUN the creation is only checked; the name is returned without an ID.
 func (p *Provider) ensureTemplate(ctx context.Context, nc *karpenter.EC2NodeClass, t templateSpec, dry *[]DryRunResult) (string, error) {
-	p.mu.Lock()
-	id, ok := p.templates[t.name]
-	p.mu.Unlock()
-	if ok {
+	if id, ok := p.cachedTemplate(t.name); ok {
 		return id, nil
 	}
 	if p.cfg.DryRun {
@@ -189,16 +186,21 @@ func (p *Provider) ensureTemplate(ctx context.Context, nc *karpenter.EC2NodeClas
 	}
 	// Concurrent launches of one class need the template once, not a creation each.
 	v, err, _ := p.templateFlight.Do(t.name, func() (any, error) { return p.createTemplate(ctx, nc, t, dry) })
-	id, _ = v.(string)
+	id, _ := v.(string)
 	return id, err
+}
+
+// cachedTemplate is the ID of a launch template this container found or created.
+func (p *Provider) cachedTemplate(name string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id, ok := p.templates[name]
+	return id, ok
 }
 
 // createTemplate finds or creates the named launch template.
 func (p *Provider) createTemplate(ctx context.Context, nc *karpenter.EC2NodeClass, t templateSpec, dry *[]DryRunResult) (string, error) {
-	p.mu.Lock()
-	id, ok := p.templates[t.name]
-	p.mu.Unlock()
-	if ok {
+	if id, ok := p.cachedTemplate(t.name); ok {
 		return id, nil
 	}
 	id, err := p.findTemplate(ctx, t.name)
